@@ -1,0 +1,1 @@
+//! Integration templates; see the binaries under `examples/`.

@@ -1,0 +1,1 @@
+//! The svc reference gateway: svc-tower layers stacked over a provider-forwarding service.
