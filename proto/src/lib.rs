@@ -12,4 +12,5 @@ pub mod v1 {
 }
 
 /// The encoded `FileDescriptorSet` of the proto, for gRPC server reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("svc_auth_v1_descriptor");
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    tonic::include_file_descriptor_set!("svc_auth_v1_descriptor");

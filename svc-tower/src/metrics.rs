@@ -1,1 +1,133 @@
-//! (in progress)
+//! Metric handles for the layers, built on prometheus-client.
+//!
+//! [`ProxyMetrics`] is cheap to clone (every handle is an `Arc` inside). Build one, register it
+//! in your own [`Registry`], and hand clones to the layers that record into it. Labels stay
+//! bounded: a route template, a method, a status code, a result word; never an org, an agent,
+//! a token or a raw path.
+//!
+//! ```
+//! use prometheus_client::registry::Registry;
+//! use svc_tower::metrics::ProxyMetrics;
+//!
+//! let metrics = ProxyMetrics::new();
+//! let mut registry = Registry::default();
+//! metrics.register(&mut registry);
+//! metrics.rate_limited_total.inc();
+//!
+//! let mut text = String::new();
+//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! assert!(text.contains("svc_proxy_rate_limited_total 1"));
+//! ```
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Histogram buckets from 1 ms to 5 s.
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// A histogram with [`LATENCY_BUCKETS`].
+pub fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Labels of `svc_proxy_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The route template (`/v1/orgs/{org_id}/auth-probe`), never the raw path.
+    pub route: String,
+    /// The HTTP method.
+    pub method: String,
+    /// The response status code.
+    pub code: u16,
+}
+
+/// A `result` label: `ok`, `invalid`, `error`, `timeout`, ...
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// A word from a small fixed set.
+    pub result: &'static str,
+}
+
+/// A `store` and `op` label for backend failures that were failed open.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreFailureLabels {
+    /// `rate_limit` or `idempotency`.
+    pub store: &'static str,
+    /// `error` or `timeout`.
+    pub kind: &'static str,
+}
+
+/// Every metric the layers record.
+#[derive(Debug, Clone)]
+pub struct ProxyMetrics {
+    /// `svc_proxy_requests_total{route, method, code}`.
+    pub requests_total: Family<RequestLabels, Counter>,
+    /// `svc_proxy_request_duration_seconds`.
+    pub request_duration: Histogram,
+    /// `svc_proxy_rate_limited_total`: requests refused with 429 by the org limit.
+    pub rate_limited_total: Counter,
+    /// `svc_proxy_auth_validate_duration_seconds{result}`.
+    pub auth_validate_duration: Family<ResultLabel, Histogram>,
+    /// `svc_proxy_store_failures_total{store, kind}`: backend errors and timeouts failed open.
+    pub store_failures_total: Family<StoreFailureLabels, Counter>,
+}
+
+impl Default for ProxyMetrics {
+    fn default() -> Self {
+        ProxyMetrics::new()
+    }
+}
+
+impl ProxyMetrics {
+    /// Fresh handles, not yet registered anywhere.
+    pub fn new() -> ProxyMetrics {
+        ProxyMetrics {
+            requests_total: Family::default(),
+            request_duration: latency_histogram(),
+            rate_limited_total: Counter::default(),
+            auth_validate_duration: Family::new_with_constructor(latency_histogram),
+            store_failures_total: Family::default(),
+        }
+    }
+
+    /// Registers every handle in `registry` under its `svc_proxy_*` name.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_proxy_requests",
+            "Proxy requests by route template, method and status code",
+            self.requests_total.clone(),
+        );
+        registry.register(
+            "svc_proxy_request_duration_seconds",
+            "Proxy request duration",
+            self.request_duration.clone(),
+        );
+        registry.register(
+            "svc_proxy_rate_limited",
+            "Requests refused by the per-org rate limit",
+            self.rate_limited_total.clone(),
+        );
+        registry.register(
+            "svc_proxy_auth_validate_duration_seconds",
+            "ValidateToken duration as seen by the proxy, by result",
+            self.auth_validate_duration.clone(),
+        );
+        registry.register(
+            "svc_proxy_store_failures",
+            "Rate-limit and idempotency store failures that were failed open",
+            self.store_failures_total.clone(),
+        );
+    }
+
+    /// Counts a store failure that was failed open.
+    pub fn store_failure(&self, store: &'static str, kind: &'static str) {
+        self.store_failures_total
+            .get_or_create(&StoreFailureLabels { store, kind })
+            .inc();
+    }
+}

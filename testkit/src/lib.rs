@@ -211,6 +211,9 @@ mod tests {
             replace_database("postgres://u@h:1/db?sslmode=disable", "x"),
             "postgres://u@h:1/x?sslmode=disable"
         );
-        assert_eq!(replace_database("postgres://u@h:1", "x"), "postgres://u@h:1/x");
+        assert_eq!(
+            replace_database("postgres://u@h:1", "x"),
+            "postgres://u@h:1/x"
+        );
     }
 }

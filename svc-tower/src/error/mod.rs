@@ -109,7 +109,10 @@ impl ApiError {
     }
 
     /// Adds entries to `field_errors`.
-    pub fn with_field_errors(mut self, field_errors: impl IntoIterator<Item = FieldError>) -> ApiError {
+    pub fn with_field_errors(
+        mut self,
+        field_errors: impl IntoIterator<Item = FieldError>,
+    ) -> ApiError {
         self.field_errors.extend(field_errors);
         self
     }
@@ -174,8 +177,7 @@ impl ApiError {
                 detail: self.detail(),
                 docs_url: docs_url.as_deref(),
                 request_id,
-                timestamp: chrono::Utc::now()
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 field_errors: (!self.field_errors.is_empty()).then_some(&self.field_errors),
                 r#type: self.code.openai_type(),
                 param: self.field_errors.first().map(|f| f.field.as_str()),
