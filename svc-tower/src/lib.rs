@@ -25,6 +25,7 @@ pub mod body_limit;
 pub mod context;
 pub mod envelope;
 pub mod error;
+pub mod health;
 pub mod idempotency;
 pub mod metrics;
 pub mod rate_limit;
