@@ -21,6 +21,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod body;
 pub mod body_limit;
 pub mod context;
 pub mod envelope;
@@ -30,3 +31,4 @@ pub mod idempotency;
 pub mod metrics;
 pub mod rate_limit;
 pub mod request_id;
+pub mod store;
