@@ -1,1 +1,4 @@
 //! The svc reference gateway: svc-tower layers stacked over a provider-forwarding service.
+
+pub mod config;
+pub mod validate;

@@ -1,0 +1,220 @@
+use super::*;
+
+const AUTH: (&str, &str) = ("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091");
+
+fn parse(extra: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    Config::from_map(std::iter::once(AUTH).chain(extra.iter().copied()))
+}
+
+fn refused(extra: &[(&str, &str)]) -> ConfigError {
+    parse(extra).expect_err("configuration should be refused")
+}
+
+#[test]
+fn defaults_apply() {
+    let c = parse(&[]).unwrap();
+    assert_eq!(c.listen.port(), DEFAULT_PORT);
+    assert_eq!(c.auth.endpoint, "http://127.0.0.1:9091");
+    assert_eq!(c.auth.validate_timeout, Duration::from_millis(50));
+    assert_eq!(c.redis_url, None);
+    assert_eq!(c.rate_limit_rpm, 600);
+    assert_eq!(c.provider.mode, LlmMode::Mock);
+    assert_eq!(c.provider.models, vec!["svc-mock-1".to_owned()]);
+    assert_eq!(c.provider.timeout, Duration::from_secs(60));
+    assert_eq!(c.max_request_body_bytes, 1024 * 1024);
+    assert_eq!(c.request_id_header, "x-request-id");
+    assert_eq!(c.trace_id_header, "x-trace-id");
+    assert_eq!(c.env, Environment::Development);
+    assert_eq!(c.log_level, "info");
+    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.otel.sample_ratio, 0.01);
+    assert_eq!(c.otel.service_name, "svc-gateway");
+    assert_eq!(c.otel.deployment_environment, "development");
+    assert!(c.postgres_dsn.is_none() && c.sentry_dsn.is_none() && c.error_docs_base.is_none());
+}
+
+#[test]
+fn auth_addr_is_required_and_named() {
+    let err = Config::from_map(Vec::<(String, String)>::new()).unwrap_err();
+    assert_eq!(err.var, "SVC_AUTH_GRPC_ADDR");
+    assert!(err.to_string().contains("SVC_AUTH_GRPC_ADDR"));
+    assert!(!err.to_string().contains('\n'));
+}
+
+#[test]
+fn auth_addr_accepts_schemes() {
+    for (raw, want) in [
+        ("auth:9091", "http://auth:9091"),
+        ("http://auth:9091", "http://auth:9091"),
+        ("https://auth.internal:443/", "https://auth.internal:443"),
+    ] {
+        let c = Config::from_map([("SVC_AUTH_GRPC_ADDR", raw)]).unwrap();
+        assert_eq!(c.auth.endpoint, want);
+    }
+    for bad in ["auth", "grpc://auth:1", "http://auth", "auth:notaport"] {
+        let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", bad)]).unwrap_err();
+        assert_eq!(err.var, "SVC_AUTH_GRPC_ADDR", "{bad}");
+    }
+}
+
+#[test]
+fn each_bad_value_names_its_variable() {
+    let cases: &[(&str, &str)] = &[
+        ("SVC_PORT", "http"),
+        ("SVC_PORT", "0"),
+        ("SVC_AUTH_VALIDATE_TIMEOUT", "50"),
+        ("REDIS_URL", "localhost:6379"),
+        ("SVC_RATE_LIMIT_RPM", "0"),
+        ("SVC_LLM_MODE", "fake"),
+        ("SVC_PROVIDER_BASE_URL", "api.openai.com"),
+        ("SVC_PROVIDER_TIMEOUT", "soon"),
+        ("SVC_MAX_REQUEST_BODY_BYTES", "-1"),
+        ("SVC_ERROR_DOCS_BASE", "docs"),
+        ("SVC_REQUEST_ID_HEADER", "bad header"),
+        ("SVC_TRACE_ID_HEADER", "x:y"),
+        ("POSTGRES_DSN", "mysql://x"),
+        ("SVC_ENV", "qa"),
+        ("SVC_LOG_LEVEL", "LOUD"),
+        ("SVC_LOG_FORMAT", "xml"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector"),
+        ("OTEL_SAMPLE_RATIO", "1.5"),
+        ("SENTRY_DSN", "nope"),
+        ("SVC_GRPC_ALLOW_PLAINTEXT", "perhaps"),
+    ];
+    for &(var, value) in cases {
+        let err = refused(&[(var, value)]);
+        assert_eq!(err.var, var, "{var}={value}");
+    }
+}
+
+#[test]
+fn secrets_are_never_printed() {
+    let c = parse(&[
+        ("POSTGRES_DSN", "postgres://app:hunter2@db/svc"),
+        ("SVC_PROVIDER_BASE_URL", "http://127.0.0.1:1/v1"),
+        ("SVC_PROVIDER_API_KEY", "sk-very-secret"),
+        ("REDIS_URL", "redis://:redispass@cache:6379"),
+    ])
+    .unwrap();
+    let printed = format!("{c:?}");
+    for secret in ["hunter2", "sk-very-secret", "redispass"] {
+        assert!(!printed.contains(secret), "{secret} leaked");
+    }
+    let err = refused(&[("POSTGRES_DSN", "mysql://root:hunter2@db")]);
+    assert!(!err.to_string().contains("hunter2"));
+}
+
+#[test]
+fn llm_mode_follows_the_base_url() {
+    let live = parse(&[("SVC_PROVIDER_BASE_URL", "https://api.openai.com/v1/")]).unwrap();
+    assert_eq!(live.provider.mode, LlmMode::Live);
+    assert_eq!(
+        live.provider.base_url.as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert!(live.provider.models.is_empty());
+
+    let mock = parse(&[
+        ("SVC_LLM_MODE", "mock"),
+        ("SVC_PROVIDER_BASE_URL", "https://api.openai.com/v1"),
+        ("SVC_PROVIDER_MODELS", " a , b,, c "),
+    ])
+    .unwrap();
+    assert_eq!(mock.provider.mode, LlmMode::Mock);
+    assert_eq!(mock.provider.models, ["a", "b", "c"]);
+
+    assert_eq!(
+        refused(&[("SVC_LLM_MODE", "live")]).var,
+        "SVC_PROVIDER_BASE_URL"
+    );
+}
+
+#[test]
+fn production_refuses_unsafe_defaults() {
+    let prod = ("SVC_ENV", "production");
+    let plaintext_ok = ("SVC_GRPC_ALLOW_PLAINTEXT", "true");
+    assert_eq!(refused(&[prod, plaintext_ok]).var, "SVC_LLM_MODE");
+    assert_eq!(
+        refused(&[prod, ("SVC_LLM_MODE", "mock")]).var,
+        "SVC_AUTH_GRPC_ADDR"
+    );
+    assert_eq!(
+        refused(&[
+            prod,
+            plaintext_ok,
+            ("SVC_LLM_MODE", "mock"),
+            ("SVC_LOG_FORMAT", "text")
+        ])
+        .var,
+        "SVC_LOG_FORMAT"
+    );
+    let c = parse(&[prod, plaintext_ok, ("SVC_LLM_MODE", "mock")]).unwrap();
+    assert_eq!(c.env, Environment::Production);
+    assert_eq!(c.otel.deployment_environment, "production");
+    let tls = Config::from_map([
+        ("SVC_AUTH_GRPC_ADDR", "https://auth:9091"),
+        ("SVC_ENV", "production"),
+        ("SVC_PROVIDER_BASE_URL", "https://api.openai.com/v1"),
+    ])
+    .unwrap();
+    assert_eq!(tls.provider.mode, LlmMode::Live);
+}
+
+#[test]
+fn values_are_parsed() {
+    let c = parse(&[
+        ("SVC_PORT", "9000"),
+        ("SVC_AUTH_VALIDATE_TIMEOUT", "2s"),
+        ("REDIS_URL", "redis://127.0.0.1:6379"),
+        ("SVC_RATE_LIMIT_RPM", "60"),
+        ("SVC_PROVIDER_TIMEOUT", "1500ms"),
+        ("SVC_MAX_REQUEST_BODY_BYTES", "2048"),
+        ("SVC_ERROR_DOCS_BASE", "https://docs.example.com/errors/"),
+        ("SVC_REQUEST_ID_HEADER", "X-Correlation-ID"),
+        ("SVC_TRACE_ID_HEADER", "X-B3-TraceId"),
+        ("SVC_LOG_LEVEL", "debug"),
+        ("SVC_LOG_FORMAT", "text"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+        ("OTEL_SAMPLE_RATIO", "0.5"),
+        ("SVC_SERVICE_NAME", "edge"),
+        ("SVC_ENV", "staging"),
+    ])
+    .unwrap();
+    assert_eq!(c.listen.port(), 9000);
+    assert_eq!(c.auth.validate_timeout, Duration::from_secs(2));
+    assert_eq!(
+        c.redis_url.as_ref().map(Secret::expose),
+        Some("redis://127.0.0.1:6379")
+    );
+    assert_eq!(c.rate_limit_rpm, 60);
+    assert_eq!(c.provider.timeout, Duration::from_millis(1500));
+    assert_eq!(c.max_request_body_bytes, 2048);
+    assert_eq!(
+        c.error_docs_base.as_deref(),
+        Some("https://docs.example.com/errors")
+    );
+    assert_eq!(c.request_id_header, "x-correlation-id");
+    assert_eq!(c.trace_id_header, "x-b3-traceid");
+    assert_eq!(c.log_level, "debug");
+    assert_eq!(c.log_format, LogFormat::Text);
+    assert_eq!(c.otel.endpoint.as_deref(), Some("collector:4317"));
+    assert_eq!(c.otel.sample_ratio, 0.5);
+    assert_eq!(c.otel.service_name, "edge");
+    assert_eq!(c.otel.deployment_environment, "staging");
+}
+
+#[test]
+fn empty_values_count_as_unset() {
+    let c = parse(&[("REDIS_URL", ""), ("SVC_PORT", " "), ("SVC_LLM_MODE", "")]).unwrap();
+    assert_eq!(c.redis_url, None);
+    assert_eq!(c.listen.port(), DEFAULT_PORT);
+    assert_eq!(c.provider.mode, LlmMode::Mock);
+}
+
+#[test]
+fn tls_cert_and_key_go_together() {
+    assert_eq!(
+        refused(&[("SVC_AUTH_GRPC_TLS_CERT", "/etc/tls/client.pem")]).var,
+        "SVC_AUTH_GRPC_TLS_KEY"
+    );
+}

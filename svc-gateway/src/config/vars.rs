@@ -1,0 +1,58 @@
+//! The name of every variable the gateway reads.
+
+/// HTTP port.
+pub const SVC_PORT: &str = "SVC_PORT";
+/// Auth gRPC address, `host:port` or `http(s)://host:port`. Required.
+pub const SVC_AUTH_GRPC_ADDR: &str = "SVC_AUTH_GRPC_ADDR";
+/// ValidateToken deadline (duration).
+pub const SVC_AUTH_VALIDATE_TIMEOUT: &str = "SVC_AUTH_VALIDATE_TIMEOUT";
+/// Allows a plaintext auth channel in production.
+pub const SVC_GRPC_ALLOW_PLAINTEXT: &str = "SVC_GRPC_ALLOW_PLAINTEXT";
+/// CA bundle that signs the auth server's certificate.
+pub const SVC_AUTH_GRPC_TLS_CA: &str = "SVC_AUTH_GRPC_TLS_CA";
+/// Client certificate for mutual TLS to the auth server.
+pub const SVC_AUTH_GRPC_TLS_CERT: &str = "SVC_AUTH_GRPC_TLS_CERT";
+/// Client key for mutual TLS to the auth server.
+pub const SVC_AUTH_GRPC_TLS_KEY: &str = "SVC_AUTH_GRPC_TLS_KEY";
+/// Redis URL for rate limits and idempotency; empty means no-op limiter, in-process store.
+pub const REDIS_URL: &str = "REDIS_URL";
+/// Requests per minute per org.
+pub const SVC_RATE_LIMIT_RPM: &str = "SVC_RATE_LIMIT_RPM";
+/// `mock` or `live`.
+pub const SVC_LLM_MODE: &str = "SVC_LLM_MODE";
+/// OpenAI-compatible base URL, e.g. `https://api.openai.com/v1`.
+pub const SVC_PROVIDER_BASE_URL: &str = "SVC_PROVIDER_BASE_URL";
+/// The provider's API key.
+pub const SVC_PROVIDER_API_KEY: &str = "SVC_PROVIDER_API_KEY";
+/// Deadline of one provider call (duration).
+pub const SVC_PROVIDER_TIMEOUT: &str = "SVC_PROVIDER_TIMEOUT";
+/// Comma-separated model registry.
+pub const SVC_PROVIDER_MODELS: &str = "SVC_PROVIDER_MODELS";
+/// Maximum request body in bytes.
+pub const SVC_MAX_REQUEST_BODY_BYTES: &str = "SVC_MAX_REQUEST_BODY_BYTES";
+/// Base URL of the error documentation; envelopes carry `docs_url` when set.
+pub const SVC_ERROR_DOCS_BASE: &str = "SVC_ERROR_DOCS_BASE";
+/// Name of the request-id response header.
+pub const SVC_REQUEST_ID_HEADER: &str = "SVC_REQUEST_ID_HEADER";
+/// Name of the trace-id response header.
+pub const SVC_TRACE_ID_HEADER: &str = "SVC_TRACE_ID_HEADER";
+/// PostgreSQL DSN for durable sessions.
+pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
+/// `development`, `staging` or `production`.
+pub const SVC_ENV: &str = "SVC_ENV";
+/// `DEBUG`, `INFO`, `WARN` or `ERROR`.
+pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
+/// `json` or `text`.
+pub const SVC_LOG_FORMAT: &str = "SVC_LOG_FORMAT";
+/// Fallback service name.
+pub const SVC_SERVICE_NAME: &str = "SVC_SERVICE_NAME";
+/// OTLP gRPC collector, `host:port`; empty means no export.
+pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// Root sampling ratio.
+pub const OTEL_SAMPLE_RATIO: &str = "OTEL_SAMPLE_RATIO";
+/// Service name on traces.
+pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+/// Deployment environment on traces.
+pub const OTEL_DEPLOYMENT_ENVIRONMENT: &str = "OTEL_DEPLOYMENT_ENVIRONMENT";
+/// Sentry DSN.
+pub const SENTRY_DSN: &str = "SENTRY_DSN";
