@@ -1,0 +1,289 @@
+use std::fmt;
+use std::future::Future;
+use std::mem;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use pin_project_lite::pin_project;
+use tokio::time::Timeout;
+use tower::{Layer, Service};
+
+use super::store::{Decision, RateLimitStore};
+use crate::context::OrgContext;
+use crate::error::{ApiError, ErrorCode};
+use crate::metrics::ProxyMetrics;
+use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
+
+/// The limit when none is configured (`SVC_RATE_LIMIT_RPM`).
+pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 600;
+/// How long a decision may take before the layer fails open.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(25);
+
+/// `X-RateLimit-Limit`: the org's requests per minute.
+pub static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: requests the org may still send right now.
+pub static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: seconds until the org's allowance is whole again.
+pub static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+static WARN: WarnThrottle = WarnThrottle::new("rate_limit");
+
+/// Applies [`OrgRateLimit`]: a per-org requests-per-minute limit.
+#[derive(Clone)]
+pub struct OrgRateLimitLayer<S> {
+    store: S,
+    config: Arc<Config>,
+}
+
+struct Config {
+    limit: u32,
+    timeout: Duration,
+    metrics: Option<ProxyMetrics>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for OrgRateLimitLayer<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrgRateLimitLayer")
+            .field("store", &self.store)
+            .field("limit", &self.config.limit)
+            .field("timeout", &self.config.timeout)
+            .field("metrics", &self.config.metrics.is_some())
+            .finish()
+    }
+}
+
+impl<S> OrgRateLimitLayer<S> {
+    /// Limits every org to `requests_per_minute` (a limit of 0 is treated as 1), counted in
+    /// `store`.
+    pub fn new(store: S, requests_per_minute: u32) -> OrgRateLimitLayer<S> {
+        OrgRateLimitLayer {
+            store,
+            config: Arc::new(Config {
+                limit: requests_per_minute.max(1),
+                timeout: DEFAULT_TIMEOUT,
+                metrics: None,
+            }),
+        }
+    }
+
+    /// The budget of one decision (default 25 ms); past it the request proceeds unlimited.
+    pub fn timeout(mut self, timeout: Duration) -> OrgRateLimitLayer<S> {
+        self.config_mut().timeout = timeout;
+        self
+    }
+
+    /// Records 429s in `svc_proxy_rate_limited_total` and failed-open decisions in
+    /// `svc_proxy_store_failures_total{store="rate_limit"}`.
+    pub fn metrics(mut self, metrics: ProxyMetrics) -> OrgRateLimitLayer<S> {
+        self.config_mut().metrics = Some(metrics);
+        self
+    }
+
+    fn config_mut(&mut self) -> &mut Config {
+        // Builders run before the layer is cloned anywhere; copy if someone cloned early.
+        if Arc::get_mut(&mut self.config).is_none() {
+            self.config = Arc::new(Config {
+                limit: self.config.limit,
+                timeout: self.config.timeout,
+                metrics: self.config.metrics.clone(),
+            });
+        }
+        Arc::get_mut(&mut self.config).expect("config was just made unique")
+    }
+}
+
+impl<S: Clone, I> Layer<I> for OrgRateLimitLayer<S> {
+    type Service = OrgRateLimit<S, I>;
+
+    fn layer(&self, inner: I) -> OrgRateLimit<S, I> {
+        OrgRateLimit {
+            inner,
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// Refuses an org's requests over its per-minute limit with 429 `RATE_LIMITED`; adds the
+/// `X-RateLimit-*` headers to the responses it lets through.
+#[derive(Clone)]
+pub struct OrgRateLimit<S, I> {
+    inner: I,
+    store: S,
+    config: Arc<Config>,
+}
+
+impl<S: fmt::Debug, I: fmt::Debug> fmt::Debug for OrgRateLimit<S, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrgRateLimit")
+            .field("inner", &self.inner)
+            .field("store", &self.store)
+            .field("limit", &self.config.limit)
+            .field("timeout", &self.config.timeout)
+            .finish()
+    }
+}
+
+impl<S: Clone, I> OrgRateLimit<S, I> {
+    /// A layer with `OrgRateLimitLayer::new(store, requests_per_minute)`.
+    pub fn layer(store: S, requests_per_minute: u32) -> OrgRateLimitLayer<S> {
+        OrgRateLimitLayer::new(store, requests_per_minute)
+    }
+}
+
+impl<S, I, ReqBody, ResBody> Service<Request<ReqBody>> for OrgRateLimit<S, I>
+where
+    S: RateLimitStore,
+    I: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ResBody: Default,
+{
+    type Response = Response<ResBody>;
+    type Error = I::Error;
+    type Future = ResponseFuture<I, ReqBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), I::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<I, ReqBody> {
+        let Some(org_id) = request.extensions().get::<OrgContext>().map(|c| c.org_id) else {
+            return ResponseFuture {
+                state: State::Forward {
+                    future: self.inner.call(request),
+                    decision: None,
+                },
+                config: self.config.clone(),
+            };
+        };
+        // The clone may not be ready; the service we were polled ready on goes to the future.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        let check = tokio::time::timeout(
+            self.config.timeout,
+            self.store.check(org_id, self.config.limit),
+        );
+        ResponseFuture {
+            state: State::Checking {
+                check,
+                inner: Some(inner),
+                request: Some(request),
+            },
+            config: self.config.clone(),
+        }
+    }
+}
+
+pin_project! {
+    /// Response future of [`OrgRateLimit`].
+    pub struct ResponseFuture<I, ReqBody>
+    where
+        I: Service<Request<ReqBody>>,
+    {
+        #[pin]
+        state: State<I, ReqBody>,
+        config: Arc<Config>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<I, ReqBody>
+    where
+        I: Service<Request<ReqBody>>,
+    {
+        Checking {
+            #[pin]
+            check: Timeout<StoreFuture<Decision>>,
+            inner: Option<I>,
+            request: Option<Request<ReqBody>>,
+        },
+        Forward {
+            #[pin]
+            future: I::Future,
+            decision: Option<Decision>,
+        },
+    }
+}
+
+impl<I, ReqBody, ResBody> Future for ResponseFuture<I, ReqBody>
+where
+    I: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Default,
+{
+    type Output = Result<Response<ResBody>, I::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Checking {
+                    check,
+                    inner,
+                    request,
+                } => {
+                    let decision = match ready!(check.poll(cx)) {
+                        Ok(Ok(decision)) => Some(decision),
+                        Ok(Err(error)) => {
+                            fail_open(this.config, FailureKind::Error, Some(&error));
+                            None
+                        }
+                        Err(_elapsed) => {
+                            fail_open(this.config, FailureKind::Timeout, None);
+                            None
+                        }
+                    };
+                    if let Some(decision) = decision.filter(|d| !d.allowed) {
+                        if let Some(metrics) = &this.config.metrics {
+                            metrics.rate_limited_total.inc();
+                        }
+                        return Poll::Ready(Ok(rejection(&decision)));
+                    }
+                    let (Some(mut inner), Some(request)) = (inner.take(), request.take()) else {
+                        unreachable!("the request is forwarded once")
+                    };
+                    let future = inner.call(request);
+                    this.state.set(State::Forward { future, decision });
+                }
+                StateProj::Forward { future, decision } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    if let Some(decision) = decision {
+                        set_headers(response.headers_mut(), decision);
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+            }
+        }
+    }
+}
+
+fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {
+    WARN.fail_open(config.metrics.as_ref(), kind, error);
+}
+
+fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
+    headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(decision.limit));
+    headers.insert(
+        X_RATELIMIT_REMAINING.clone(),
+        HeaderValue::from(decision.remaining),
+    );
+    headers.insert(
+        X_RATELIMIT_RESET.clone(),
+        HeaderValue::from(decision.reset_after_secs),
+    );
+}
+
+fn rejection<B: Default>(decision: &Decision) -> Response<B> {
+    let mut headers = HeaderMap::new();
+    set_headers(&mut headers, decision);
+    let mut error =
+        ApiError::new(ErrorCode::RateLimited).with_retry_after(decision.retry_after_secs);
+    for (name, value) in headers {
+        if let Some(name) = name {
+            error = error.with_header(name, value);
+        }
+    }
+    error.into_response_with(B::default())
+}

@@ -1,0 +1,180 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::store::StoreFuture;
+
+/// The window a limit counts over: the limit is in requests per minute.
+pub const PERIOD: Duration = Duration::from_secs(60);
+
+/// The outcome of one rate-limit check, with what the `X-RateLimit-*` headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// The org's limit, in requests per minute.
+    pub limit: u32,
+    /// How many more requests would be allowed right now.
+    pub remaining: u32,
+    /// Seconds until the org's allowance is whole again (rounded up).
+    pub reset_after_secs: u64,
+    /// Seconds until the next request would be allowed (rounded up; 0 when allowed).
+    pub retry_after_secs: u64,
+}
+
+/// Where the per-org request counts live.
+///
+/// One call is one request: the store records it and decides, atomically. The shipped stores
+/// all implement GCRA (see [`RedisRateLimitStore`](super::RedisRateLimitStore)), so a
+/// single-process and a shared deployment behave alike.
+pub trait RateLimitStore: Send + Sync + 'static {
+    /// Counts one request of `org_id` against `limit` requests per minute and decides.
+    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision>;
+}
+
+impl<S: RateLimitStore + ?Sized> RateLimitStore for Arc<S> {
+    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        (**self).check(org_id, limit)
+    }
+}
+
+impl<S: RateLimitStore + ?Sized> RateLimitStore for Box<S> {
+    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        (**self).check(org_id, limit)
+    }
+}
+
+/// Allows everything: the limiter used when no `REDIS_URL` is configured.
+///
+/// Its decisions still carry the limit, so the `X-RateLimit-*` headers stay truthful about
+/// the configured value while nothing is counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopRateLimitStore;
+
+impl RateLimitStore for NoopRateLimitStore {
+    fn check(&self, _org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        Box::pin(std::future::ready(Ok(Decision {
+            allowed: true,
+            limit,
+            remaining: limit,
+            reset_after_secs: 0,
+            retry_after_secs: 0,
+        })))
+    }
+}
+
+/// The Generic Cell Rate Algorithm, in whole microseconds, shared by every store.
+///
+/// An org may send `limit` requests at once; after that one request every `PERIOD / limit`.
+/// The only state is the org's theoretical arrival time (TAT): when its allowance would be
+/// whole again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gcra {
+    limit: u64,
+    interval_us: u64,
+}
+
+pub(crate) const PERIOD_US: u64 = 60_000_000;
+
+impl Gcra {
+    pub(crate) fn new(limit: u32) -> Gcra {
+        let limit = u64::from(limit.max(1));
+        Gcra {
+            limit,
+            interval_us: (PERIOD_US / limit).max(1),
+        }
+    }
+
+    /// Microseconds between two requests at the sustained rate.
+    pub(crate) fn interval_us(&self) -> u64 {
+        self.interval_us
+    }
+
+    /// Decides one request at `now`; returns the new TAT to store when it is allowed.
+    pub(crate) fn decide(&self, stored_tat: Option<u64>, now: u64) -> (Option<u64>, Decision) {
+        let capacity = self.interval_us * self.limit;
+        let tat = stored_tat.unwrap_or(now).max(now);
+        let new_tat = tat + self.interval_us;
+        if new_tat > now + capacity {
+            let decision =
+                decision_from_micros(false, self.limit, 0, tat - now, new_tat - capacity - now);
+            return (None, decision);
+        }
+        let remaining = (now + capacity - new_tat) / self.interval_us;
+        let decision = decision_from_micros(true, self.limit, remaining, new_tat - now, 0);
+        (Some(new_tat), decision)
+    }
+}
+
+/// Builds a decision from the microsecond figures a store computed (the Redis script returns
+/// the same four numbers).
+pub(crate) fn decision_from_micros(
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_us: u64,
+    retry_us: u64,
+) -> Decision {
+    Decision {
+        allowed,
+        limit: u32::try_from(limit).unwrap_or(u32::MAX),
+        remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+        reset_after_secs: reset_us.div_ceil(1_000_000),
+        // A refused client told "retry in 0 s" would spin; one second is the floor.
+        retry_after_secs: if allowed {
+            0
+        } else {
+            retry_us.div_ceil(1_000_000).max(1)
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_exactly_the_limit_passes() {
+        let gcra = Gcra::new(5);
+        let mut tat = None;
+        let now = 1_000_000_000;
+        for expected_remaining in (0..5).rev() {
+            let (new_tat, decision) = gcra.decide(tat, now);
+            assert!(decision.allowed);
+            assert_eq!(decision.remaining, expected_remaining);
+            tat = new_tat;
+        }
+        let (new_tat, decision) = gcra.decide(tat, now);
+        assert!(!decision.allowed);
+        assert_eq!(new_tat, None);
+        assert_eq!(decision.retry_after_secs, 12);
+        assert_eq!(decision.reset_after_secs, 60);
+    }
+
+    #[test]
+    fn one_request_comes_back_per_interval() {
+        let gcra = Gcra::new(60);
+        let mut tat = None;
+        let mut now = 0;
+        for _ in 0..60 {
+            tat = gcra.decide(tat, now).0;
+        }
+        assert!(!gcra.decide(tat, now).1.allowed);
+        now += 999_999;
+        assert!(!gcra.decide(tat, now).1.allowed);
+        now += 1;
+        let (next, decision) = gcra.decide(tat, now);
+        assert!(decision.allowed);
+        assert_eq!(decision.remaining, 0);
+        assert!(!gcra.decide(next, now).1.allowed);
+    }
+
+    #[test]
+    fn a_zero_limit_is_treated_as_one() {
+        let gcra = Gcra::new(0);
+        let (tat, first) = gcra.decide(None, 0);
+        assert!(first.allowed);
+        assert!(!gcra.decide(tat, 0).1.allowed);
+    }
+}

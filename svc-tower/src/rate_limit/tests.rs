@@ -1,0 +1,457 @@
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::Full;
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use uuid::Uuid;
+
+use super::*;
+use crate::context::{OrgContext, Permissions};
+use crate::error::{ApiError, ErrorCode};
+use crate::metrics::{ProxyMetrics, StoreFailureLabels};
+use crate::store::{StoreError, StoreFuture};
+
+type Inner = tower::util::BoxCloneService<Request<Full<Bytes>>, Response<Full<Bytes>>, BoxError>;
+
+/// An inner service that answers 200 and counts its calls.
+fn counting() -> (Inner, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let service = tower::service_fn(move |_req: Request<Full<Bytes>>| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, BoxError>(Response::new(Full::new(Bytes::from_static(b"ok")))) }
+    });
+    (tower::util::BoxCloneService::new(service), calls)
+}
+
+fn request(org_id: Option<Uuid>) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::default());
+    if let Some(org_id) = org_id {
+        request.extensions_mut().insert(OrgContext {
+            org_id,
+            permissions: Permissions::CHAT_COMPLETIONS,
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+        });
+    }
+    request
+}
+
+fn failures(metrics: &ProxyMetrics, kind: &'static str) -> u64 {
+    metrics
+        .store_failures_total
+        .get_or_create(&StoreFailureLabels {
+            store: "rate_limit",
+            kind,
+        })
+        .get()
+}
+
+fn header(response: &Response<Full<Bytes>>, name: &http::HeaderName) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+#[tokio::test]
+async fn adds_rate_limit_headers_to_allowed_responses() {
+    let (inner, calls) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 10))
+        .service(inner);
+    let response = service
+        .oneshot(request(Some(Uuid::new_v4())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, &X_RATELIMIT_LIMIT).as_deref(), Some("10"));
+    assert_eq!(
+        header(&response, &X_RATELIMIT_REMAINING).as_deref(),
+        Some("9")
+    );
+    assert_eq!(header(&response, &X_RATELIMIT_RESET).as_deref(), Some("6"));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn refuses_over_the_limit_with_429_retry_after_and_headers() {
+    let (inner, calls) = counting();
+    let metrics = ProxyMetrics::new();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 2).metrics(metrics.clone()))
+        .service(inner);
+    let org = Uuid::new_v4();
+    for _ in 0..2 {
+        let ok = service.clone().oneshot(request(Some(org))).await.unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+    }
+    let refused = service.oneshot(request(Some(org))).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&refused, &header::RETRY_AFTER).as_deref(),
+        Some("30")
+    );
+    assert_eq!(header(&refused, &X_RATELIMIT_LIMIT).as_deref(), Some("2"));
+    assert_eq!(
+        header(&refused, &X_RATELIMIT_REMAINING).as_deref(),
+        Some("0")
+    );
+    assert_eq!(header(&refused, &X_RATELIMIT_RESET).as_deref(), Some("60"));
+    let error = refused.extensions().get::<ApiError>().unwrap();
+    assert_eq!(error.code(), &ErrorCode::RateLimited);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(metrics.rate_limited_total.get(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_limit_refills_after_retry_after() {
+    let (inner, _) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 1))
+        .service(inner);
+    let org = Uuid::new_v4();
+    assert_eq!(
+        service
+            .clone()
+            .oneshot(request(Some(org)))
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    let refused = service.clone().oneshot(request(Some(org))).await.unwrap();
+    let retry_after: u64 = header(&refused, &header::RETRY_AFTER)
+        .unwrap()
+        .parse()
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(retry_after)).await;
+    assert_eq!(
+        service.oneshot(request(Some(org))).await.unwrap().status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn passes_requests_without_org_context_untouched() {
+    let (inner, calls) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 1))
+        .service(inner);
+    for _ in 0..3 {
+        let response = service.clone().oneshot(request(None)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(response.headers().get(&X_RATELIMIT_LIMIT).is_none());
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn other_orgs_are_unaffected_by_one_orgs_limit() {
+    let (inner, _) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 1))
+        .service(inner);
+    let noisy = Uuid::new_v4();
+    service.clone().oneshot(request(Some(noisy))).await.unwrap();
+    let refused = service.clone().oneshot(request(Some(noisy))).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let quiet = service
+        .oneshot(request(Some(Uuid::new_v4())))
+        .await
+        .unwrap();
+    assert_eq!(quiet.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn noop_store_allows_everything() {
+    let (inner, calls) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(NoopRateLimitStore, 1))
+        .service(inner);
+    let org = Uuid::new_v4();
+    for _ in 0..5 {
+        let response = service.clone().oneshot(request(Some(org))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 5);
+}
+
+/// A store that never answers.
+#[derive(Debug, Clone)]
+struct Hanging;
+
+impl RateLimitStore for Hanging {
+    fn check(&self, _org_id: Uuid, _limit: u32) -> StoreFuture<Decision> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// A store that always fails.
+#[derive(Debug, Clone)]
+struct Failing;
+
+impl RateLimitStore for Failing {
+    fn check(&self, _org_id: Uuid, _limit: u32) -> StoreFuture<Decision> {
+        Box::pin(std::future::ready(Err(StoreError::new("down"))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_store_fails_open_after_the_timeout() {
+    let (inner, calls) = counting();
+    let metrics = ProxyMetrics::new();
+    let service = ServiceBuilder::new()
+        .layer(
+            OrgRateLimitLayer::new(Hanging, 1)
+                .timeout(Duration::from_millis(25))
+                .metrics(metrics.clone()),
+        )
+        .service(inner);
+    let started = tokio::time::Instant::now();
+    let response = service
+        .oneshot(request(Some(Uuid::new_v4())))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(started.elapsed(), Duration::from_millis(25));
+    assert!(response.headers().get(&X_RATELIMIT_LIMIT).is_none());
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(failures(&metrics, "timeout"), 1);
+}
+
+#[tokio::test]
+async fn a_failing_store_fails_open_and_is_counted() {
+    let (inner, calls) = counting();
+    let metrics = ProxyMetrics::new();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(Failing, 1).metrics(metrics.clone()))
+        .service(inner);
+    let org = Uuid::new_v4();
+    for _ in 0..3 {
+        let response = service.clone().oneshot(request(Some(org))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(failures(&metrics, "error"), 3);
+    assert_eq!(metrics.rate_limited_total.get(), 0);
+}
+
+#[tokio::test]
+async fn inner_errors_pass_through() {
+    let failing = tower::service_fn(|_req: Request<Full<Bytes>>| async {
+        Err::<Response<Full<Bytes>>, _>(std::io::Error::other("inner"))
+    });
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 5))
+        .service(failing);
+    let error = service
+        .oneshot(request(Some(Uuid::new_v4())))
+        .await
+        .unwrap_err();
+    assert_eq!(error.to_string(), "inner");
+}
+
+#[tokio::test]
+async fn works_as_an_infallible_axum_style_service() {
+    // axum requires `Error = Infallible`: rejections must be responses, not errors.
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 1))
+        .service_fn(|_req: Request<String>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        });
+    let org = Uuid::new_v4();
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        let mut req = Request::new(String::new());
+        req.extensions_mut().insert(OrgContext {
+            org_id: org,
+            permissions: Permissions::NONE,
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+        });
+        let response: Result<Response<String>, Infallible> = service.clone().oneshot(req).await;
+        statuses.push(
+            response
+                .map(|r| r.status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        );
+    }
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
+}
+
+#[cfg(feature = "redis")]
+mod redis_backed {
+    use super::*;
+    use crate::store::RedisPool;
+
+    fn redis_store(prefix: &str) -> RedisRateLimitStore {
+        let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
+        RedisRateLimitStore::new(pool, prefix)
+    }
+
+    /// Two replicas: two pools, two stacks, one Redis.
+    #[tokio::test]
+    async fn two_replicas_enforce_one_orgs_limit_jointly() {
+        const LIMIT: u32 = 10;
+        let prefix = svc_testkit::redis_prefix();
+        let (inner_a, calls_a) = counting();
+        let (inner_b, calls_b) = counting();
+        let replica_a = ServiceBuilder::new()
+            .layer(
+                OrgRateLimitLayer::new(redis_store(&prefix), LIMIT).timeout(Duration::from_secs(2)),
+            )
+            .service(inner_a);
+        let replica_b = ServiceBuilder::new()
+            .layer(
+                OrgRateLimitLayer::new(redis_store(&prefix), LIMIT).timeout(Duration::from_secs(2)),
+            )
+            .service(inner_b);
+        let org = Uuid::new_v4();
+        let mut tasks = Vec::new();
+        for i in 0..LIMIT + 10 {
+            let replica = if i % 2 == 0 {
+                replica_a.clone()
+            } else {
+                replica_b.clone()
+            };
+            tasks.push(tokio::spawn(replica.oneshot(request(Some(org)))));
+        }
+        let mut passed = 0;
+        let mut refused = 0;
+        for task in tasks {
+            match task.await.unwrap().unwrap().status() {
+                StatusCode::OK => passed += 1,
+                StatusCode::TOO_MANY_REQUESTS => refused += 1,
+                other => panic!("unexpected status {other}"),
+            }
+        }
+        assert_eq!(passed, LIMIT);
+        assert_eq!(refused, 10);
+        assert_eq!(
+            calls_a.load(Ordering::SeqCst) + calls_b.load(Ordering::SeqCst),
+            LIMIT as usize
+        );
+    }
+
+    #[tokio::test]
+    async fn redis_backed_limit_refuses_and_spares_other_orgs() {
+        let (inner, _) = counting();
+        let service = ServiceBuilder::new()
+            .layer(
+                OrgRateLimitLayer::new(redis_store(&svc_testkit::redis_prefix()), 3)
+                    .timeout(Duration::from_secs(2)),
+            )
+            .service(inner);
+        let org = Uuid::new_v4();
+        let mut remaining = Vec::new();
+        for _ in 0..3 {
+            let response = service.clone().oneshot(request(Some(org))).await.unwrap();
+            remaining.push(header(&response, &X_RATELIMIT_REMAINING).unwrap());
+        }
+        assert_eq!(remaining, ["2", "1", "0"]);
+        let refused = service.clone().oneshot(request(Some(org))).await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            header(&refused, &header::RETRY_AFTER).as_deref(),
+            Some("20")
+        );
+        let other = service
+            .oneshot(request(Some(Uuid::new_v4())))
+            .await
+            .unwrap();
+        assert_eq!(other.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn unreachable_redis_fails_open_within_the_timeout() {
+        let timeout = Duration::from_millis(25);
+        let url = format!("redis://127.0.0.1:{}", svc_testkit::free_port());
+        let store = RedisRateLimitStore::new(RedisPool::new(&url).unwrap(), "unused:");
+        let metrics = ProxyMetrics::new();
+        let (inner, calls) = counting();
+        let service = ServiceBuilder::new()
+            .layer(
+                OrgRateLimitLayer::new(store, 1)
+                    .timeout(timeout)
+                    .metrics(metrics.clone()),
+            )
+            .service(inner);
+        let org = Uuid::new_v4();
+        for _ in 0..3 {
+            let started = Instant::now();
+            let response = service.clone().oneshot(request(Some(org))).await.unwrap();
+            let elapsed = started.elapsed();
+            assert_eq!(response.status(), StatusCode::OK);
+            // A bound, not a benchmark: the timeout plus a generous scheduling margin.
+            assert!(
+                elapsed < timeout + Duration::from_millis(250),
+                "took {elapsed:?}"
+            );
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            failures(&metrics, "error") + failures(&metrics, "timeout"),
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn recovers_when_redis_comes_back() {
+        let target = svc_testkit::redis_url();
+        let target = target.trim_start_matches("redis://").trim_end_matches('/');
+        let proxy = svc_testkit::FaultProxy::start(target.parse().unwrap()).await;
+        let pool = RedisPool::new(&format!("redis://{}", proxy.addr())).unwrap();
+        let store = RedisRateLimitStore::new(pool, svc_testkit::redis_prefix());
+        let (inner, _) = counting();
+        let service = ServiceBuilder::new()
+            .layer(OrgRateLimitLayer::new(store, 1000).timeout(Duration::from_millis(500)))
+            .service(inner);
+        let org = Uuid::new_v4();
+        // Headers are only set from a real decision: their presence says the store answered.
+        let decided = || {
+            let service = service.clone();
+            async move {
+                let response = service.oneshot(request(Some(org))).await.unwrap();
+                response.headers().contains_key(&X_RATELIMIT_LIMIT)
+            }
+        };
+        assert!(decided().await);
+        proxy.cut();
+        let failed_open =
+            svc_testkit::eventually(Duration::from_secs(5), || async { !decided().await });
+        assert!(failed_open.await);
+        proxy.restore();
+        assert!(svc_testkit::eventually(Duration::from_secs(10), decided).await);
+    }
+
+    #[tokio::test]
+    async fn the_service_is_ready_for_many_concurrent_callers() {
+        let (inner, calls) = counting();
+        let mut service = ServiceBuilder::new()
+            .layer(
+                OrgRateLimitLayer::new(redis_store(&svc_testkit::redis_prefix()), 1000)
+                    .timeout(Duration::from_secs(2)),
+            )
+            .service(inner);
+        let org = Uuid::new_v4();
+        let mut futures = Vec::new();
+        for _ in 0..20 {
+            std::future::poll_fn(|cx| service.poll_ready(cx))
+                .await
+                .unwrap();
+            futures.push(service.call(request(Some(org))));
+        }
+        for future in futures {
+            assert_eq!(future.await.unwrap().status(), StatusCode::OK);
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 20);
+    }
+}
