@@ -12,6 +12,7 @@ use tokio::time::Timeout;
 use tower::{Layer, Service};
 
 use super::store::{Decision, RateLimitStore};
+use crate::body::ResponseBody;
 use crate::context::OrgContext;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ProxyMetrics;
@@ -138,9 +139,8 @@ impl<S, I, ReqBody, ResBody> Service<Request<ReqBody>> for OrgRateLimit<S, I>
 where
     S: RateLimitStore,
     I: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    ResBody: Default,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<ResponseBody<ResBody>>;
     type Error = I::Error;
     type Future = ResponseFuture<I, ReqBody>;
 
@@ -211,9 +211,8 @@ pin_project! {
 impl<I, ReqBody, ResBody> Future for ResponseFuture<I, ReqBody>
 where
     I: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ResBody: Default,
 {
-    type Output = Result<Response<ResBody>, I::Error>;
+    type Output = Result<Response<ResponseBody<ResBody>>, I::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -252,7 +251,7 @@ where
                     if let Some(decision) = decision {
                         set_headers(response.headers_mut(), decision);
                     }
-                    return Poll::Ready(Ok(response));
+                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
             }
         }
@@ -275,7 +274,7 @@ fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
     );
 }
 
-fn rejection<B: Default>(decision: &Decision) -> Response<B> {
+fn rejection<B>(decision: &Decision) -> Response<ResponseBody<B>> {
     let mut headers = HeaderMap::new();
     set_headers(&mut headers, decision);
     let mut error =
@@ -285,5 +284,5 @@ fn rejection<B: Default>(decision: &Decision) -> Response<B> {
             error = error.with_header(name, value);
         }
     }
-    error.into_response_with(B::default())
+    error.into_response_with(ResponseBody::empty())
 }

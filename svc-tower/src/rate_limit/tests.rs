@@ -52,7 +52,7 @@ fn failures(metrics: &ProxyMetrics, kind: &'static str) -> u64 {
         .get()
 }
 
-fn header(response: &Response<Full<Bytes>>, name: &http::HeaderName) -> Option<String> {
+fn header<B>(response: &Response<B>, name: &http::HeaderName) -> Option<String> {
     response
         .headers()
         .get(name)
@@ -277,7 +277,7 @@ async fn works_as_an_infallible_axum_style_service() {
             user_id: None,
             agent_id: None,
         });
-        let response: Result<Response<String>, Infallible> = service.clone().oneshot(req).await;
+        let response: Result<Response<_>, Infallible> = service.clone().oneshot(req).await;
         statuses.push(
             response
                 .map(|r| r.status())
