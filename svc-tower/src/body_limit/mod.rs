@@ -1,0 +1,52 @@
+//! Refuses request bodies over a size limit with 413 `PAYLOAD_TOO_LARGE`, whether the
+//! `Content-Length` declares it or a streamed body grows past it.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use http::{Request, Response, StatusCode};
+//! use http_body_util::Full;
+//! use svc_tower::body_limit::{self, BodyLimitLayer, LimitedBody};
+//! use tower::{Layer, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let svc = BodyLimitLayer::new(16).layer(service_fn(
+//!     |req: Request<LimitedBody<Full<bytes::Bytes>>>| async move {
+//!         // The handler reads through the limit; over it, `collect` gives the 413 error.
+//!         let response = match body_limit::collect(req.into_body(), usize::MAX).await {
+//!             Ok(bytes) => Response::new(Full::from(bytes)),
+//!             Err(rejection) => rejection.into_response(),
+//!         };
+//!         Ok::<_, Infallible>(response)
+//!     },
+//! ));
+//! let small = svc.clone().oneshot(Request::new(Full::from("short"))).await.unwrap();
+//! assert_eq!(small.status(), StatusCode::OK);
+//! let big = svc.oneshot(Request::new(Full::from("far longer than sixteen bytes"))).await.unwrap();
+//! assert_eq!(big.status(), StatusCode::PAYLOAD_TOO_LARGE);
+//! # }
+//! ```
+//!
+//! # How it decides
+//!
+//! A `Content-Length` over the limit is refused at once: the inner service is not called and
+//! the body is never polled. Any other body (chunked, or honest about its length) reaches the
+//! inner service as a [`LimitedBody`], which fails with [`LengthLimitError`] as soon as more
+//! than the limit has been read, so nothing ever buffers more than the limit. The inner service
+//! turns that into the 413 with [`collect`] (or [`is_length_limit_error`] on the error it got).
+//! If it answers anything else after its reader hit the limit (axum's `Bytes` extractor answers
+//! a plain-text 413, a hand-rolled reader might answer 400), the layer replaces that answer
+//! with the `PAYLOAD_TOO_LARGE` rejection, so the caller always gets the envelope.
+//!
+//! # Where it goes
+//!
+//! Inside ErrorEnvelope (which renders the rejection) and outside PatAuth: the declared length
+//! is checked before any I/O, yet the body itself is only read by the handler, after
+//! authentication. The gateway stacks `BodyLimitLayer::new(SVC_MAX_REQUEST_BODY_BYTES)` and its
+//! chat handler reads the body with `body_limit::collect(body, max)`.
+
+mod body;
+mod service;
+
+pub use body::{LengthLimitError, LimitedBody, collect, is_length_limit_error};
+pub use service::{BodyLimit, BodyLimitLayer, ResponseFuture};
