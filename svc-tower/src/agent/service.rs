@@ -1,0 +1,162 @@
+//! The AgentCheck layer and service.
+
+use std::fmt;
+use std::mem;
+use std::task::{Context, Poll};
+
+use http::{HeaderName, Request, Response};
+use tower::{Layer, Service};
+use uuid::Uuid;
+
+use super::validator::{AgentError, AgentValidator};
+use crate::auth::ResponseFuture;
+use crate::body::ResponseBody;
+use crate::context::OrgContext;
+use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
+
+/// `X-SVC-Agent-ID`, the header naming the calling agent.
+pub static X_SVC_AGENT_ID: HeaderName = HeaderName::from_static("x-svc-agent-id");
+
+/// The header's name as the envelope reports it in `field_errors`.
+const FIELD: &str = "X-SVC-Agent-ID";
+
+/// `Retry-After` on 503 `AUTH_UNAVAILABLE`.
+const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
+
+/// Applies [`AgentCheck`]; see the [module docs](super).
+#[derive(Clone)]
+pub struct AgentCheckLayer<V> {
+    validator: V,
+}
+
+impl<V: AgentValidator> AgentCheckLayer<V> {
+    /// Verifies agents with `validator`.
+    pub fn new(validator: V) -> AgentCheckLayer<V> {
+        AgentCheckLayer { validator }
+    }
+}
+
+impl<V> fmt::Debug for AgentCheckLayer<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentCheckLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S, V: Clone> Layer<S> for AgentCheckLayer<V> {
+    type Service = AgentCheck<S, V>;
+
+    fn layer(&self, inner: S) -> AgentCheck<S, V> {
+        AgentCheck {
+            inner,
+            validator: self.validator.clone(),
+        }
+    }
+}
+
+/// Verifies `X-SVC-Agent-ID` against the token's org; see the [module docs](super).
+#[derive(Clone)]
+pub struct AgentCheck<S, V> {
+    inner: S,
+    validator: V,
+}
+
+impl<S, V: AgentValidator> AgentCheck<S, V> {
+    /// An [`AgentCheckLayer`] over `validator`.
+    pub fn layer(validator: V) -> AgentCheckLayer<V> {
+        AgentCheckLayer::new(validator)
+    }
+}
+
+impl<S: fmt::Debug, V> fmt::Debug for AgentCheck<S, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentCheck")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, V, ReqBody, ResBody> Service<Request<ReqBody>> for AgentCheck<S, V>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    V: AgentValidator,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<Uuid, ReqBody, S, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // The org comes from the validated token only, never from the request.
+        let Some(context) = req.extensions().get::<OrgContext>() else {
+            return ResponseFuture::reject(ApiError::new(ErrorCode::MissingToken));
+        };
+        let agent_id = match agent_header(&req) {
+            Ok(agent_id) => agent_id,
+            Err(ErrorCode::ValidationError) => return ResponseFuture::reject(invalid_format()),
+            Err(code) => return ResponseFuture::reject(ApiError::new(code)),
+        };
+        if context.agent_id.is_some_and(|bound| bound != agent_id) {
+            // A token bound to one agent cannot speak for another, even of its own org.
+            return ResponseFuture::reject(ApiError::new(ErrorCode::AgentNotAuthorized));
+        }
+        let org_id = context.org_id;
+        let validator = self.validator.clone();
+        let check = Box::pin(async move {
+            let agent = agent_id.hyphenated().to_string();
+            match validator.validate(org_id, &agent).await {
+                Ok(()) => Ok(agent_id),
+                Err(err) => Err(rejection(err)),
+            }
+        });
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        ResponseFuture::check(check, req, inner, set_agent)
+    }
+}
+
+/// The agent id of the one `X-SVC-Agent-ID` header; the error is the code to answer with.
+fn agent_header<B>(req: &Request<B>) -> Result<Uuid, ErrorCode> {
+    let mut values = req.headers().get_all(&X_SVC_AGENT_ID).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => return Err(ErrorCode::MissingAgentId),
+        (Some(value), None) => value,
+        (Some(_), Some(_)) => return Err(ErrorCode::ValidationError),
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| ErrorCode::ValidationError)?
+        .trim();
+    if text.is_empty() {
+        return Err(ErrorCode::MissingAgentId);
+    }
+    Uuid::try_parse(text).map_err(|_| ErrorCode::ValidationError)
+}
+
+fn invalid_format() -> ApiError {
+    ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
+        FIELD,
+        FieldErrorCode::InvalidFormat,
+        "X-SVC-Agent-ID must be a single UUID.",
+    ))
+}
+
+fn set_agent<B>(req: &mut Request<B>, agent_id: Uuid) {
+    if let Some(context) = req.extensions_mut().get_mut::<OrgContext>() {
+        context.agent_id = Some(agent_id);
+    }
+}
+
+fn rejection(err: AgentError) -> ApiError {
+    match err {
+        AgentError::NotAuthorized => ApiError::new(ErrorCode::AgentNotAuthorized),
+        AgentError::Suspended => ApiError::new(ErrorCode::AgentSuspended),
+        AgentError::InvalidArgument => invalid_format(),
+        AgentError::Unavailable => {
+            tracing::warn!("agent validation unavailable; answered 503");
+            ApiError::new(ErrorCode::AuthUnavailable).with_retry_after(UNAVAILABLE_RETRY_AFTER_SECS)
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! [`GrpcAuthClient`]: the [`TokenValidator`] and [`AgentValidator`] that ask
+//! `svc.auth.v1.AuthService` over one shared tonic channel.
+
+use std::time::Duration;
+
+use svc_proto::v1::auth_service_client::AuthServiceClient;
+use svc_proto::v1::{ValidateAgentRequest, ValidateTokenRequest, ValidateTokenResponse};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+use uuid::Uuid;
+
+use super::validator::{TokenError, TokenValidator};
+use crate::agent::{AgentError, AgentValidator};
+use crate::context::{OrgContext, Permissions};
+
+/// The default deadline of each call (`SVC_AUTH_VALIDATE_TIMEOUT`).
+pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The default TCP connect timeout of the channel.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The `google.rpc.ErrorInfo` reason of a PermissionDenied for an inactive agent.
+pub const REASON_AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
+
+/// The address of the auth service could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcClientError {
+    /// Not `host:port` or `http(s)://host:port`.
+    #[error("invalid auth service address: {0}")]
+    InvalidAddress(String),
+    /// The TLS material was refused.
+    #[error("invalid TLS configuration for the auth service client")]
+    Tls(#[source] tonic::transport::Error),
+}
+
+/// A client of `svc.auth.v1.AuthService`, cheap to clone: every clone shares one channel.
+///
+/// The channel connects lazily (the first call pays the connect) and reconnects by itself;
+/// TCP_NODELAY is on, so a call does not wait on the server's delayed ACK. Each call carries a
+/// deadline ([`DEFAULT_VALIDATE_TIMEOUT`] unless set with
+/// [`validate_timeout`](GrpcAuthClient::validate_timeout)), sent to the server as
+/// `grpc-timeout` and enforced locally as well.
+///
+/// Mapping, ValidateToken: OK is the [`OrgContext`]; Unauthenticated is
+/// [`TokenError::Invalid`]; DeadlineExceeded or the local deadline is
+/// [`TokenError::Timeout`]; Unavailable or another transport failure is
+/// [`TokenError::Unavailable`]; anything else, or an OK carrying malformed ids, is
+/// [`TokenError::Internal`]. ValidateAgent: PermissionDenied is [`AgentError::Suspended`] when
+/// its `ErrorInfo` reason is `AGENT_SUSPENDED`, else [`AgentError::NotAuthorized`] (so is
+/// NotFound); InvalidArgument is [`AgentError::InvalidArgument`]; everything else, deadline
+/// included, is [`AgentError::Unavailable`].
+///
+/// Build it inside a Tokio runtime (the channel spawns its worker there).
+#[derive(Debug, Clone)]
+pub struct GrpcAuthClient {
+    client: AuthServiceClient<Channel>,
+    timeout: Duration,
+}
+
+impl GrpcAuthClient {
+    /// A plaintext client of `addr` (`SVC_AUTH_GRPC_ADDR`: `host:port` or
+    /// `http(s)://host:port`), not yet connected.
+    pub fn connect_lazy(addr: &str) -> Result<GrpcAuthClient, GrpcClientError> {
+        Ok(GrpcAuthClient::from_channel(
+            GrpcAuthClient::endpoint(addr)?.connect_lazy(),
+        ))
+    }
+
+    /// A mutual-TLS client of `addr`, trusting `ca_pem` and presenting `identity` (certificate
+    /// and key, PEM) when given (`SVC_AUTH_GRPC_TLS_CA`, `..._CERT`, `..._KEY`).
+    #[cfg(feature = "grpc-tls")]
+    pub fn connect_lazy_tls(
+        addr: &str,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<GrpcAuthClient, GrpcClientError> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem));
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        let endpoint = GrpcAuthClient::endpoint(addr)?
+            .tls_config(tls)
+            .map_err(GrpcClientError::Tls)?;
+        Ok(GrpcAuthClient::from_channel(endpoint.connect_lazy()))
+    }
+
+    /// The endpoint [`connect_lazy`](GrpcAuthClient::connect_lazy) uses: TCP_NODELAY and
+    /// [`DEFAULT_CONNECT_TIMEOUT`]. Adjust it and hand the channel to
+    /// [`from_channel`](GrpcAuthClient::from_channel) for anything else.
+    pub fn endpoint(addr: &str) -> Result<Endpoint, GrpcClientError> {
+        let addr = addr.trim();
+        let uri = if addr.contains("://") {
+            addr.to_owned()
+        } else {
+            format!("http://{addr}")
+        };
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|_| GrpcClientError::InvalidAddress(addr.to_owned()))?;
+        let uri = endpoint.uri();
+        let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+        if !scheme_ok || uri.host().is_none_or(str::is_empty) || uri.port_u16().is_none() {
+            return Err(GrpcClientError::InvalidAddress(addr.to_owned()));
+        }
+        Ok(endpoint
+            .tcp_nodelay(true)
+            .connect_timeout(DEFAULT_CONNECT_TIMEOUT))
+    }
+
+    /// A client over an existing channel.
+    pub fn from_channel(channel: Channel) -> GrpcAuthClient {
+        GrpcAuthClient {
+            client: AuthServiceClient::new(channel),
+            timeout: DEFAULT_VALIDATE_TIMEOUT,
+        }
+    }
+
+    /// Sets the deadline of each ValidateToken and ValidateAgent call.
+    pub fn validate_timeout(mut self, timeout: Duration) -> GrpcAuthClient {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The deadline of each call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Runs one call under the deadline; `Err(None)` is the local deadline.
+    async fn call<T, Fut>(&self, request: Fut) -> Result<T, Option<Status>>
+    where
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        match tokio::time::timeout(self.timeout, request).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(Some(status)),
+            Err(_elapsed) => Err(None),
+        }
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.timeout);
+        request
+    }
+}
+
+impl TokenValidator for GrpcAuthClient {
+    async fn validate(&self, token: &str) -> Result<OrgContext, TokenError> {
+        let request = self.request(ValidateTokenRequest {
+            access_token: token.to_owned(),
+        });
+        let mut client = self.client.clone();
+        match self.call(client.validate_token(request)).await {
+            Ok(response) => org_context(response).ok_or_else(|| {
+                tracing::warn!("ValidateToken answered OK with malformed ids");
+                TokenError::Internal
+            }),
+            Err(None) => Err(TokenError::Timeout),
+            Err(Some(status)) => Err(token_error(&status)),
+        }
+    }
+}
+
+impl AgentValidator for GrpcAuthClient {
+    async fn validate(&self, org_id: Uuid, agent_id: &str) -> Result<(), AgentError> {
+        let request = self.request(ValidateAgentRequest {
+            agent_id: agent_id.to_owned(),
+            org_id: org_id.to_string(),
+        });
+        let mut client = self.client.clone();
+        match self.call(client.validate_agent(request)).await {
+            // The server only answers OK for an active agent of this org; a reply saying
+            // otherwise is believed in the stricter sense.
+            Ok(response)
+                if matches!(
+                    response.status.as_str(),
+                    "paused" | "suspended" | "archived"
+                ) =>
+            {
+                Err(AgentError::Suspended)
+            }
+            Ok(response)
+                if !response.org_id.is_empty() && response.org_id != org_id.to_string() =>
+            {
+                Err(AgentError::NotAuthorized)
+            }
+            Ok(_) => Ok(()),
+            Err(None) => Err(AgentError::Unavailable),
+            Err(Some(status)) => Err(agent_error(&status)),
+        }
+    }
+}
+
+fn org_context(response: ValidateTokenResponse) -> Option<OrgContext> {
+    fn optional(id: Option<String>) -> Option<Option<Uuid>> {
+        match id.as_deref() {
+            None | Some("") => Some(None),
+            Some(id) => Uuid::try_parse(id).ok().map(Some),
+        }
+    }
+    Some(OrgContext {
+        org_id: Uuid::try_parse(&response.org_id).ok()?,
+        permissions: Permissions::from_bits(response.permissions),
+        token_id: Uuid::try_parse(&response.token_id).ok()?,
+        user_id: optional(response.user_id)?,
+        agent_id: optional(response.agent_id)?,
+    })
+}
+
+fn token_error(status: &Status) -> TokenError {
+    let err = match status.code() {
+        Code::Unauthenticated => return TokenError::Invalid,
+        Code::DeadlineExceeded => TokenError::Timeout,
+        // Connection refused, reset or closed surface as Unavailable, Unknown or Cancelled.
+        Code::Unavailable | Code::Unknown | Code::Cancelled => TokenError::Unavailable,
+        _ => TokenError::Internal,
+    };
+    // The code only: the message may echo what the server saw.
+    tracing::debug!(code = ?status.code(), "ValidateToken failed");
+    err
+}
+
+fn agent_error(status: &Status) -> AgentError {
+    match status.code() {
+        Code::PermissionDenied => {
+            let details = status.get_error_details();
+            match details.error_info().map(|info| info.reason.as_str()) {
+                Some(REASON_AGENT_SUSPENDED) => AgentError::Suspended,
+                _ => AgentError::NotAuthorized,
+            }
+        }
+        Code::NotFound => AgentError::NotAuthorized,
+        Code::InvalidArgument => AgentError::InvalidArgument,
+        code => {
+            tracing::debug!(?code, "ValidateAgent failed");
+            AgentError::Unavailable
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepts_both_address_forms() {
+        for addr in [
+            "127.0.0.1:9091",
+            "http://127.0.0.1:9091",
+            "https://auth.internal:443",
+            "localhost:9091",
+        ] {
+            assert!(GrpcAuthClient::endpoint(addr).is_ok(), "{addr}");
+        }
+        for addr in [
+            "",
+            "127.0.0.1",
+            "ftp://127.0.0.1:21",
+            "http://:9091",
+            "not an address",
+        ] {
+            assert!(GrpcAuthClient::endpoint(addr).is_err(), "{addr}");
+        }
+        let client = GrpcAuthClient::connect_lazy("127.0.0.1:9091").unwrap();
+        assert_eq!(client.timeout(), DEFAULT_VALIDATE_TIMEOUT);
+        let client = client.validate_timeout(Duration::from_secs(2));
+        assert_eq!(client.timeout(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn endpoint_sets_nodelay_and_connect_timeout() {
+        let endpoint = GrpcAuthClient::endpoint("127.0.0.1:9091").unwrap();
+        assert!(endpoint.get_tcp_nodelay());
+        assert_eq!(
+            endpoint.get_connect_timeout(),
+            Some(DEFAULT_CONNECT_TIMEOUT)
+        );
+    }
+}
