@@ -1,0 +1,400 @@
+//! The auth server's configuration, read once at start from environment variables.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SVC_PORT` | HTTP port (`/health`, `/ready`, `/metrics`) | 8081 |
+//! | `SVC_GRPC_PORT` | gRPC port | 9091 |
+//! | `SVC_BIND_ADDR` | address both listeners bind | 0.0.0.0 |
+//! | `POSTGRES_DSN` | PostgreSQL connection string | required |
+//! | `SVC_ENV` | development, staging or production | development |
+//! | `SVC_LOG_LEVEL` | DEBUG, INFO, WARN, ERROR | INFO |
+//! | `SVC_LOG_FORMAT` | json or text (production: json only) | json |
+//! | `SVC_GRPC_ALLOW_PLAINTEXT` | production accepts plaintext gRPC only when true | false |
+//! | `SVC_GRPC_TLS_CERT`, `SVC_GRPC_TLS_KEY` | PEM files: serve gRPC over TLS | unset |
+//! | `SVC_GRPC_TLS_CLIENT_CA` | PEM file: require client certificates signed by it (mTLS) | unset |
+//! | `SVC_ARGON2_MEMORY_KIB`, `SVC_ARGON2_ITERATIONS`, `SVC_ARGON2_PARALLELISM` | cost of new hashes | 19456, 2, 1 |
+//! | `SVC_HASH_CONCURRENCY` | Argon2 runs at once | CPU count |
+//! | `SVC_DB_MAX_CONNECTIONS` | pool size | 16 |
+//! | `SVC_DB_CONNECT_TIMEOUT` | opening a standalone connection | 2s |
+//! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection | 1s |
+//!
+//! ```
+//! use svc_auth_server::config::{Config, vars::Vars};
+//!
+//! let vars = Vars::from_pairs([("POSTGRES_DSN", "postgres://app:pw@db/svc"), ("SVC_PORT", "abc")]);
+//! let error = Config::from_vars(&vars).unwrap_err();
+//! assert_eq!(error.to_string(), r#"SVC_PORT: invalid port "abc""#);
+//!
+//! let vars = Vars::from_pairs([("POSTGRES_DSN", "postgres://app:pw@db/svc")]);
+//! let config = Config::from_vars(&vars).unwrap();
+//! assert_eq!(config.http_addr.port(), 8081);
+//! assert!(!format!("{config:?}").contains("pw@db"));
+//! ```
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::store::postgres::pool::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolSettings,
+    connect_options,
+};
+use crate::telemetry::LogSettings;
+use crate::verify::{Argon2Params, FailureLimits, hasher};
+
+pub mod vars;
+
+use vars::{
+    ConfigError, Environment, Vars, parse_bool, parse_duration, parse_port, parse_positive,
+};
+
+/// HTTP port variable.
+pub const SVC_PORT: &str = "SVC_PORT";
+/// gRPC port variable.
+pub const SVC_GRPC_PORT: &str = "SVC_GRPC_PORT";
+/// Bind address variable.
+pub const SVC_BIND_ADDR: &str = "SVC_BIND_ADDR";
+/// PostgreSQL DSN variable.
+pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
+/// Environment variable.
+pub const SVC_ENV: &str = "SVC_ENV";
+/// Production plaintext gRPC opt-in.
+pub const SVC_GRPC_ALLOW_PLAINTEXT: &str = "SVC_GRPC_ALLOW_PLAINTEXT";
+/// Server certificate (PEM).
+pub const SVC_GRPC_TLS_CERT: &str = "SVC_GRPC_TLS_CERT";
+/// Server private key (PEM).
+pub const SVC_GRPC_TLS_KEY: &str = "SVC_GRPC_TLS_KEY";
+/// CA that client certificates must chain to (PEM).
+pub const SVC_GRPC_TLS_CLIENT_CA: &str = "SVC_GRPC_TLS_CLIENT_CA";
+/// Argon2 memory cost in KiB.
+pub const SVC_ARGON2_MEMORY_KIB: &str = "SVC_ARGON2_MEMORY_KIB";
+/// Argon2 passes.
+pub const SVC_ARGON2_ITERATIONS: &str = "SVC_ARGON2_ITERATIONS";
+/// Argon2 lanes.
+pub const SVC_ARGON2_PARALLELISM: &str = "SVC_ARGON2_PARALLELISM";
+/// Concurrent Argon2 runs.
+pub const SVC_HASH_CONCURRENCY: &str = "SVC_HASH_CONCURRENCY";
+/// Pool size.
+pub const SVC_DB_MAX_CONNECTIONS: &str = "SVC_DB_MAX_CONNECTIONS";
+/// Standalone connect timeout.
+pub const SVC_DB_CONNECT_TIMEOUT: &str = "SVC_DB_CONNECT_TIMEOUT";
+/// Pool acquire timeout.
+pub const SVC_DB_ACQUIRE_TIMEOUT: &str = "SVC_DB_ACQUIRE_TIMEOUT";
+
+/// Default HTTP port.
+pub const DEFAULT_HTTP_PORT: u16 = 8081;
+/// Default gRPC port.
+pub const DEFAULT_GRPC_PORT: u16 = 9091;
+/// Default bind address: every interface.
+pub const DEFAULT_BIND_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+/// A connection string. It holds a password, so it never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Dsn(String);
+
+impl Dsn {
+    /// Wraps a connection string.
+    pub fn new(dsn: impl Into<String>) -> Dsn {
+        Dsn(dsn.into())
+    }
+
+    /// The connection string itself, for the driver only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Dsn(<omitted>)")
+    }
+}
+
+/// PEM files for serving gRPC over TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+    /// When set, clients must present a certificate signed by this CA.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Everything the server needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the HTTP ops routes listen.
+    pub http_addr: SocketAddr,
+    /// Where gRPC listens.
+    pub grpc_addr: SocketAddr,
+    /// The identity store.
+    pub postgres_dsn: Dsn,
+    /// Development, staging or production.
+    pub environment: Environment,
+    /// Logging.
+    pub log: LogSettings,
+    /// TLS for gRPC; plaintext when `None`.
+    pub grpc_tls: Option<TlsFiles>,
+    /// Cost of new hashes.
+    pub argon2: Argon2Params,
+    /// Argon2 runs at once.
+    pub hash_concurrency: usize,
+    /// Pool sizing and timeouts.
+    pub pool: PoolSettings,
+    /// Wrong-secret limits per token id.
+    pub failure_limits: FailureLimits,
+}
+
+fn default_hash_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+impl Config {
+    /// Defaults, with both listeners on 127.0.0.1 and OS-assigned ports: for tests and the
+    /// embedded development mode.
+    pub fn local(dsn: impl Into<String>) -> Config {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        Config {
+            http_addr: SocketAddr::new(loopback, 0),
+            grpc_addr: SocketAddr::new(loopback, 0),
+            postgres_dsn: Dsn::new(dsn),
+            environment: Environment::Development,
+            log: LogSettings::default(),
+            grpc_tls: None,
+            argon2: Argon2Params::default(),
+            hash_concurrency: default_hash_concurrency(),
+            pool: PoolSettings::default(),
+            failure_limits: FailureLimits::default(),
+        }
+    }
+
+    /// Reads and validates every variable; the first problem found is returned.
+    pub fn from_vars(vars: &Vars) -> Result<Config, ConfigError> {
+        let environment = vars.parse_or(SVC_ENV, Environment::default(), Environment::parse)?;
+        let bind = vars.parse_or(SVC_BIND_ADDR, DEFAULT_BIND_ADDR, |v| {
+            v.parse::<IpAddr>()
+                .map_err(|_| format!("invalid IP address {v:?}"))
+        })?;
+        let http_port = vars.parse_or(SVC_PORT, DEFAULT_HTTP_PORT, parse_port)?;
+        let grpc_port = vars.parse_or(SVC_GRPC_PORT, DEFAULT_GRPC_PORT, parse_port)?;
+        if http_port == grpc_port && http_port != 0 {
+            return Err(ConfigError::new(
+                SVC_GRPC_PORT,
+                format!("port {grpc_port} is also {SVC_PORT}"),
+            ));
+        }
+
+        let dsn = vars.required(POSTGRES_DSN)?;
+        connect_options(dsn).map_err(|_| {
+            ConfigError::new(POSTGRES_DSN, "not a valid PostgreSQL connection string")
+        })?;
+
+        let log = LogSettings::from_vars(vars)?;
+        if environment == Environment::Production && log.format == crate::telemetry::LogFormat::Text
+        {
+            return Err(ConfigError::new(
+                crate::telemetry::SVC_LOG_FORMAT,
+                "text logs are refused in production; use json",
+            ));
+        }
+
+        let grpc_tls = tls_files(vars)?;
+        let allow_plaintext = vars.parse_or(SVC_GRPC_ALLOW_PLAINTEXT, false, parse_bool)?;
+        if environment == Environment::Production && grpc_tls.is_none() && !allow_plaintext {
+            return Err(ConfigError::new(
+                SVC_GRPC_ALLOW_PLAINTEXT,
+                "production refuses plaintext gRPC: set SVC_GRPC_TLS_CERT and SVC_GRPC_TLS_KEY, \
+                 or SVC_GRPC_ALLOW_PLAINTEXT=true on a private network",
+            ));
+        }
+
+        let argon2 = Argon2Params {
+            memory_kib: vars.parse_or(
+                SVC_ARGON2_MEMORY_KIB,
+                hasher::DEFAULT_MEMORY_KIB,
+                parse_positive,
+            )?,
+            iterations: vars.parse_or(
+                SVC_ARGON2_ITERATIONS,
+                hasher::DEFAULT_ITERATIONS,
+                parse_positive,
+            )?,
+            parallelism: vars.parse_or(
+                SVC_ARGON2_PARALLELISM,
+                hasher::DEFAULT_PARALLELISM,
+                parse_positive,
+            )?,
+        };
+        crate::verify::Hasher::new(argon2, 1)
+            .map_err(|e| ConfigError::new(SVC_ARGON2_MEMORY_KIB, e.to_string()))?;
+
+        Ok(Config {
+            http_addr: SocketAddr::new(bind, http_port),
+            grpc_addr: SocketAddr::new(bind, grpc_port),
+            postgres_dsn: Dsn::new(dsn),
+            environment,
+            log,
+            grpc_tls,
+            argon2,
+            hash_concurrency: vars.parse_or(
+                SVC_HASH_CONCURRENCY,
+                default_hash_concurrency(),
+                parse_positive,
+            )?,
+            pool: PoolSettings {
+                max_connections: vars.parse_or(
+                    SVC_DB_MAX_CONNECTIONS,
+                    DEFAULT_MAX_CONNECTIONS,
+                    parse_positive,
+                )?,
+                connect_timeout: vars.parse_or(
+                    SVC_DB_CONNECT_TIMEOUT,
+                    DEFAULT_CONNECT_TIMEOUT,
+                    parse_nonzero_duration,
+                )?,
+                acquire_timeout: vars.parse_or(
+                    SVC_DB_ACQUIRE_TIMEOUT,
+                    DEFAULT_ACQUIRE_TIMEOUT,
+                    parse_nonzero_duration,
+                )?,
+            },
+            failure_limits: FailureLimits::default(),
+        })
+    }
+}
+
+fn parse_nonzero_duration(value: &str) -> Result<Duration, String> {
+    match parse_duration(value)? {
+        Duration::ZERO => Err(format!("invalid duration {value:?} (must be above zero)")),
+        duration => Ok(duration),
+    }
+}
+
+fn tls_files(vars: &Vars) -> Result<Option<TlsFiles>, ConfigError> {
+    let cert = vars.get(SVC_GRPC_TLS_CERT).map(PathBuf::from);
+    let key = vars.get(SVC_GRPC_TLS_KEY).map(PathBuf::from);
+    let client_ca = vars.get(SVC_GRPC_TLS_CLIENT_CA).map(PathBuf::from);
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles {
+            cert,
+            key,
+            client_ca,
+        })),
+        (None, None) if client_ca.is_none() => Ok(None),
+        (None, _) => Err(ConfigError::new(
+            SVC_GRPC_TLS_CERT,
+            "required when SVC_GRPC_TLS_KEY or SVC_GRPC_TLS_CLIENT_CA is set",
+        )),
+        (Some(_), None) => Err(ConfigError::new(
+            SVC_GRPC_TLS_KEY,
+            "required when SVC_GRPC_TLS_CERT is set",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DSN: &str = "postgres://owner:s3cret@127.0.0.1:5432/svc";
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut all = vec![(POSTGRES_DSN, DSN)];
+        all.extend_from_slice(pairs);
+        Config::from_vars(&Vars::from_pairs(all.iter().copied()))
+    }
+
+    #[test]
+    fn defaults() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.http_addr, "0.0.0.0:8081".parse().unwrap());
+        assert_eq!(config.grpc_addr, "0.0.0.0:9091".parse().unwrap());
+        assert_eq!(config.environment, Environment::Development);
+        assert_eq!(config.log, LogSettings::default());
+        assert_eq!(config.argon2, Argon2Params::default());
+        assert_eq!(config.pool, PoolSettings::default());
+        assert!(config.grpc_tls.is_none());
+    }
+
+    #[test]
+    fn every_bad_value_names_its_variable() {
+        let cases: &[(&str, &str)] = &[
+            (SVC_PORT, "abc"),
+            (SVC_GRPC_PORT, "-1"),
+            (SVC_BIND_ADDR, "localhost:1"),
+            (SVC_ENV, "prod"),
+            ("SVC_LOG_LEVEL", "verbose"),
+            ("SVC_LOG_FORMAT", "xml"),
+            (SVC_GRPC_ALLOW_PLAINTEXT, "sure"),
+            (SVC_ARGON2_MEMORY_KIB, "0"),
+            (SVC_ARGON2_ITERATIONS, "x"),
+            (SVC_HASH_CONCURRENCY, "0"),
+            (SVC_DB_MAX_CONNECTIONS, "many"),
+            (SVC_DB_CONNECT_TIMEOUT, "5"),
+            (SVC_DB_ACQUIRE_TIMEOUT, "0s"),
+            (POSTGRES_DSN, "mysql://nope"),
+        ];
+        for (name, value) in cases {
+            let error = parse(&[(name, value)]).expect_err(name);
+            assert_eq!(error.variable, *name, "{error}");
+        }
+        assert_eq!(
+            parse(&[(SVC_PORT, "abc")]).unwrap_err().to_string(),
+            r#"SVC_PORT: invalid port "abc""#
+        );
+    }
+
+    #[test]
+    fn the_dsn_is_required_and_never_shown() {
+        let error = Config::from_vars(&Vars::default()).unwrap_err();
+        assert_eq!(error.variable, POSTGRES_DSN);
+        let bad = parse(&[(POSTGRES_DSN, "mysql://user:s3cret@host/db")]).unwrap_err();
+        assert!(!bad.to_string().contains("s3cret"));
+        let config = parse(&[]).unwrap();
+        assert!(!format!("{config:?}").contains("s3cret"));
+        assert_eq!(config.postgres_dsn.expose(), DSN);
+    }
+
+    #[test]
+    fn production_refuses_text_logs_and_unannounced_plaintext() {
+        let error = parse(&[(SVC_ENV, "production"), ("SVC_LOG_FORMAT", "text")]).unwrap_err();
+        assert_eq!(error.variable, "SVC_LOG_FORMAT");
+        let error = parse(&[(SVC_ENV, "production")]).unwrap_err();
+        assert_eq!(error.variable, SVC_GRPC_ALLOW_PLAINTEXT);
+        let config = parse(&[(SVC_ENV, "PRODUCTION"), (SVC_GRPC_ALLOW_PLAINTEXT, "true")]).unwrap();
+        assert_eq!(config.environment, Environment::Production);
+        let config = parse(&[
+            (SVC_ENV, "production"),
+            (SVC_GRPC_TLS_CERT, "/c.pem"),
+            (SVC_GRPC_TLS_KEY, "/k.pem"),
+        ])
+        .unwrap();
+        assert!(config.grpc_tls.is_some());
+        // Text logs are fine outside production.
+        parse(&[("SVC_LOG_FORMAT", "text")]).unwrap();
+    }
+
+    #[test]
+    fn tls_needs_both_cert_and_key() {
+        assert_eq!(
+            parse(&[(SVC_GRPC_TLS_CERT, "/c.pem")])
+                .unwrap_err()
+                .variable,
+            SVC_GRPC_TLS_KEY
+        );
+        assert_eq!(
+            parse(&[(SVC_GRPC_TLS_CLIENT_CA, "/ca.pem")])
+                .unwrap_err()
+                .variable,
+            SVC_GRPC_TLS_CERT
+        );
+    }
+
+    #[test]
+    fn ports_must_differ() {
+        let error = parse(&[(SVC_PORT, "9000"), (SVC_GRPC_PORT, "9000")]).unwrap_err();
+        assert_eq!(error.variable, SVC_GRPC_PORT);
+    }
+}

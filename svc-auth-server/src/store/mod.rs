@@ -1,0 +1,116 @@
+//! The identity store: one trait, a PostgreSQL backend, and a test suite every backend passes.
+//!
+//! The gRPC service is a thin adapter over [`Store`]. Every tenant method takes the org first
+//! and sees only that org's rows; a backend enforces that twice (an explicit `org_id` in every
+//! query, and row-level security keyed on a transaction-local org setting in PostgreSQL). The
+//! single exception is [`Store::token_for_validation`], which must find a token before anyone
+//! knows its org.
+
+use std::future::Future;
+
+use uuid::Uuid;
+
+mod model;
+pub mod postgres;
+#[cfg(test)]
+pub(crate) mod suite;
+
+pub use model::{
+    Agent, AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
+    TokenCursor, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
+};
+pub use postgres::PgStore;
+
+/// An error from a backend, boxed so backends keep their driver types to themselves.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a store call failed. Messages name no SQL, DSN or secret.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A referenced agent or user is not in the org (or does not exist at all: the caller
+    /// cannot tell, so existence in other orgs is not revealed).
+    #[error("the {0} does not belong to this org")]
+    NotInOrg(Reference),
+    /// A row with this id exists already.
+    #[error("the {0} already exists")]
+    AlreadyExists(&'static str),
+    /// The backend could not be reached in time (connect, acquire or I/O failure).
+    #[error("the identity store is unavailable")]
+    Unavailable(#[source] BoxError),
+    /// The backend answered with an error.
+    #[error("an identity store query failed")]
+    Query(#[source] BoxError),
+}
+
+/// Storage for orgs, users, agents and tokens.
+///
+/// Backends are cheap to clone (a pool handle). Every future is `Send` so the gRPC server can
+/// drive it from any worker.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// Checks the backend answers a trivial query.
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The token row with its hash, whatever its org; `None` if no such token exists.
+    fn token_for_validation(
+        &self,
+        token_id: Uuid,
+    ) -> impl Future<Output = Result<Option<TokenRecord>, StoreError>> + Send;
+
+    /// The agent if it exists in `org_id`; `None` if unknown or in another org.
+    fn agent(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> impl Future<Output = Result<Option<Agent>, StoreError>> + Send;
+
+    /// Creates the org if it does not exist yet, and returns it.
+    fn ensure_organization(
+        &self,
+        org_id: Uuid,
+    ) -> impl Future<Output = Result<Organization, StoreError>> + Send;
+
+    /// Creates a user as a member of `org_id`.
+    fn create_user(
+        &self,
+        org_id: Uuid,
+        user: NewUser,
+    ) -> impl Future<Output = Result<User, StoreError>> + Send;
+
+    /// Whether `user_id` is a member of `org_id`.
+    fn is_member(
+        &self,
+        org_id: Uuid,
+        user_id: Uuid,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Creates an agent in `org_id`.
+    fn create_agent(
+        &self,
+        org_id: Uuid,
+        agent: NewAgent,
+    ) -> impl Future<Output = Result<Agent, StoreError>> + Send;
+
+    /// Stores a token in `org_id`. Its user must be a member and its agent must belong to the
+    /// org, else [`StoreError::NotInOrg`].
+    fn create_token(
+        &self,
+        org_id: Uuid,
+        token: NewToken,
+    ) -> impl Future<Output = Result<TokenMetadata, StoreError>> + Send;
+
+    /// Marks a token of `org_id` revoked (keeping the first revocation time) and returns it;
+    /// `None` if no such token is visible in `org_id`.
+    fn revoke_token(
+        &self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> impl Future<Output = Result<Option<TokenMetadata>, StoreError>> + Send;
+
+    /// Up to `limit` tokens of `org_id` ordered by `(created_at, token_id)`, after `after`.
+    fn list_tokens(
+        &self,
+        org_id: Uuid,
+        after: Option<TokenCursor>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<TokenMetadata>, StoreError>> + Send;
+}

@@ -1,0 +1,444 @@
+//! [`Store`] on PostgreSQL, with row-level security as a second line of tenant isolation.
+//!
+//! Every tenant method runs in a transaction that first calls
+//! `set_config('svc.org_id', $1, true)`: local to the transaction, so a pooled connection never
+//! carries one request's org into the next. Each query also names `org_id` in its `WHERE`, so a
+//! policy mistake alone exposes nothing. Connections run as the application role (see
+//! [`pool::app_pool`]), which the policies apply to.
+
+use std::future::Future;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use prometheus_client::metrics::histogram::Histogram;
+use sqlx::{PgPool, Postgres, Transaction};
+use svc_tower::context::Permissions;
+use uuid::Uuid;
+
+use super::{
+    Agent, AgentStatus, NewAgent, NewToken, NewUser, Organization, Reference, Store, StoreError,
+    TokenCursor, TokenMetadata, TokenRecord, User,
+};
+
+pub mod pool;
+
+pub use pool::{APP_ROLE, PoolSettings};
+
+/// The PostgreSQL identity store. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+    query_duration: Option<Histogram>,
+}
+
+const TOKEN_COLUMNS: &str =
+    "token_id, org_id, user_id, agent_id, permissions, name, created_at, expires_at, revoked_at";
+
+#[derive(sqlx::FromRow)]
+struct TokenRow {
+    token_id: Uuid,
+    org_id: Uuid,
+    user_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    permissions: i64,
+    name: Option<String>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<TokenRow> for TokenMetadata {
+    fn from(row: TokenRow) -> Self {
+        TokenMetadata {
+            token_id: row.token_id,
+            org_id: row.org_id,
+            user_id: row.user_id,
+            agent_id: row.agent_id,
+            permissions: Permissions::from_bits(row.permissions),
+            name: row.name,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+            revoked_at: row.revoked_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct ValidationRow {
+    token_id: Uuid,
+    org_id: Uuid,
+    user_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    permissions: i64,
+    secret_hash: String,
+    expires_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct AgentRow {
+    agent_id: Uuid,
+    org_id: Uuid,
+    status: String,
+    name: Option<String>,
+    created_at: DateTime<Utc>,
+}
+
+impl TryFrom<AgentRow> for Agent {
+    type Error = StoreError;
+
+    fn try_from(row: AgentRow) -> Result<Self, StoreError> {
+        let status: AgentStatus = row
+            .status
+            .parse()
+            .map_err(|e| StoreError::Query(Box::new(e)))?;
+        Ok(Agent {
+            agent_id: row.agent_id,
+            org_id: row.org_id,
+            status,
+            name: row.name,
+            created_at: row.created_at,
+        })
+    }
+}
+
+impl PgStore {
+    /// A store over `pool`. Build the pool with [`pool::app_pool`] so RLS applies.
+    pub fn new(pool: PgPool) -> PgStore {
+        PgStore {
+            pool,
+            query_duration: None,
+        }
+    }
+
+    /// A store over a lazily connecting application pool for `dsn`.
+    pub fn connect_lazy(dsn: &str, settings: &PoolSettings) -> Result<PgStore, StoreError> {
+        let options = pool::connect_options(dsn)?;
+        Ok(PgStore::new(pool::app_pool(options, settings)))
+    }
+
+    /// Records every store call's wall time in `histogram` (`svc_db_query_duration_seconds`).
+    pub fn with_query_histogram(mut self, histogram: Histogram) -> PgStore {
+        self.query_duration = Some(histogram);
+        self
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn timed<T>(&self, operation: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = operation.await;
+        if let Some(histogram) = &self.query_duration {
+            histogram.observe(started.elapsed().as_secs_f64());
+        }
+        out
+    }
+
+    /// A transaction scoped to `org_id` for row-level security.
+    async fn tenant(&self, org_id: Uuid) -> Result<Transaction<'static, Postgres>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(map_error)?;
+        sqlx::query("SELECT set_config('svc.org_id', $1, true)")
+            .bind(org_id.to_string())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+        Ok(tx)
+    }
+}
+
+/// Sorts driver errors into "could not reach the database" and "the database said no".
+pub(crate) fn map_error(error: sqlx::Error) -> StoreError {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(Box::new(error)),
+        other => StoreError::Query(Box::new(other)),
+    }
+}
+
+fn map_insert_error(error: sqlx::Error, what: &'static str) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists(what),
+        _ => map_error(error),
+    }
+}
+
+impl Store for PgStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.timed(async {
+            sqlx::query("SELECT 1")
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(map_error)
+        })
+        .await
+    }
+
+    async fn token_for_validation(
+        &self,
+        token_id: Uuid,
+    ) -> Result<Option<TokenRecord>, StoreError> {
+        self.timed(async {
+            let row: Option<ValidationRow> = sqlx::query_as(
+                "SELECT token_id, org_id, user_id, agent_id, permissions, secret_hash, \
+                        expires_at, revoked_at \
+                 FROM token_for_validation($1)",
+            )
+            .bind(token_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_error)?;
+            Ok(row.map(|row| TokenRecord {
+                token_id: row.token_id,
+                org_id: row.org_id,
+                user_id: row.user_id,
+                agent_id: row.agent_id,
+                permissions: Permissions::from_bits(row.permissions),
+                secret_hash: row.secret_hash,
+                expires_at: row.expires_at,
+                revoked_at: row.revoked_at,
+            }))
+        })
+        .await
+    }
+
+    async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            let row: Option<AgentRow> = sqlx::query_as(
+                "SELECT agent_id, org_id, status, name, created_at FROM agents \
+                 WHERE org_id = $1 AND agent_id = $2",
+            )
+            .bind(org_id)
+            .bind(agent_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_error)?;
+            tx.commit().await.map_err(map_error)?;
+            row.map(Agent::try_from).transpose()
+        })
+        .await
+    }
+
+    async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            sqlx::query(
+                "INSERT INTO organizations (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING",
+            )
+            .bind(org_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_error)?;
+            let (org_id, created_at): (Uuid, DateTime<Utc>) =
+                sqlx::query_as("SELECT org_id, created_at FROM organizations WHERE org_id = $1")
+                    .bind(org_id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(map_error)?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(Organization { org_id, created_at })
+        })
+        .await
+    }
+
+    async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            // No RETURNING: the row only becomes visible once its membership exists.
+            sqlx::query("INSERT INTO users (user_id, display_name) VALUES ($1, $2)")
+                .bind(user.user_id)
+                .bind(&user.display_name)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| map_insert_error(e, "user"))?;
+            sqlx::query("INSERT INTO org_memberships (org_id, user_id, role) VALUES ($1, $2, $3)")
+                .bind(org_id)
+                .bind(user.user_id)
+                .bind(user.role.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| map_insert_error(e, "membership"))?;
+            let (user_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
+                "SELECT u.user_id, u.created_at FROM users AS u \
+                 JOIN org_memberships AS m ON m.user_id = u.user_id \
+                 WHERE m.org_id = $1 AND u.user_id = $2",
+            )
+            .bind(org_id)
+            .bind(user.user_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(map_error)?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(User {
+                user_id,
+                created_at,
+            })
+        })
+        .await
+    }
+
+    async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            let member = member_exists(&mut tx, org_id, user_id).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(member)
+        })
+        .await
+    }
+
+    async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            let row: AgentRow = sqlx::query_as(
+                "INSERT INTO agents (agent_id, org_id, status, name) VALUES ($1, $2, $3, $4) \
+                 RETURNING agent_id, org_id, status, name, created_at",
+            )
+            .bind(agent.agent_id)
+            .bind(org_id)
+            .bind(agent.status.as_str())
+            .bind(&agent.name)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map_insert_error(e, "agent"))?;
+            tx.commit().await.map_err(map_error)?;
+            Agent::try_from(row)
+        })
+        .await
+    }
+
+    async fn create_token(
+        &self,
+        org_id: Uuid,
+        token: NewToken,
+    ) -> Result<TokenMetadata, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            if let Some(agent_id) = token.agent_id {
+                let exists: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
+                )
+                .bind(org_id)
+                .bind(agent_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(map_error)?;
+                if !exists {
+                    return Err(StoreError::NotInOrg(Reference::Agent));
+                }
+            }
+            if let Some(user_id) = token.user_id {
+                if !member_exists(&mut tx, org_id, user_id).await? {
+                    return Err(StoreError::NotInOrg(Reference::User));
+                }
+            }
+            let row: TokenRow = sqlx::query_as(&format!(
+                "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
+                                     secret_hash, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {TOKEN_COLUMNS}"
+            ))
+            .bind(token.token_id)
+            .bind(org_id)
+            .bind(token.user_id)
+            .bind(token.agent_id)
+            .bind(token.permissions.bits())
+            .bind(&token.name)
+            .bind(&token.secret_hash)
+            .bind(token.expires_at)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map_insert_error(e, "token"))?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(row.into())
+        })
+        .await
+    }
+
+    async fn revoke_token(
+        &self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Option<TokenMetadata>, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            let row: Option<TokenRow> = sqlx::query_as(&format!(
+                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
+                 WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
+            ))
+            .bind(org_id)
+            .bind(token_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_error)?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(row.map(TokenMetadata::from))
+        })
+        .await
+    }
+
+    async fn list_tokens(
+        &self,
+        org_id: Uuid,
+        after: Option<TokenCursor>,
+        limit: u32,
+    ) -> Result<Vec<TokenMetadata>, StoreError> {
+        self.timed(async {
+            let mut tx = self.tenant(org_id).await?;
+            let rows: Vec<TokenRow> = match after {
+                None => {
+                    sqlx::query_as(&format!(
+                        "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 \
+                         ORDER BY created_at, token_id LIMIT $2"
+                    ))
+                    .bind(org_id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *tx)
+                    .await
+                }
+                Some(cursor) => {
+                    sqlx::query_as(&format!(
+                        "SELECT {TOKEN_COLUMNS} FROM tokens \
+                         WHERE org_id = $1 AND (created_at, token_id) > ($2, $3) \
+                         ORDER BY created_at, token_id LIMIT $4"
+                    ))
+                    .bind(org_id)
+                    .bind(cursor.created_at)
+                    .bind(cursor.token_id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *tx)
+                    .await
+                }
+            }
+            .map_err(map_error)?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(rows.into_iter().map(TokenMetadata::from).collect())
+        })
+        .await
+    }
+}
+
+async fn member_exists(
+    tx: &mut Transaction<'static, Postgres>,
+    org_id: Uuid,
+    user_id: Uuid,
+) -> Result<bool, StoreError> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = $1 AND user_id = $2)",
+    )
+    .bind(org_id)
+    .bind(user_id)
+    .fetch_one(&mut **tx)
+    .await
+    .map_err(map_error)
+}
+
+#[cfg(test)]
+mod tests;

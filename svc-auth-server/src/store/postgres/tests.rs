@@ -1,0 +1,211 @@
+use sqlx::{Connection, Row};
+use svc_testkit::TestDb;
+
+use super::pool::{PoolSettings, app_pool, connect_options};
+use super::*;
+use crate::store::{MembershipRole, suite};
+
+async fn migrated_db() -> TestDb {
+    let db = TestDb::create().await;
+    crate::migrate::run(db.url(), &PoolSettings::default())
+        .await
+        .expect("migrate");
+    db
+}
+
+fn store_for(db: &TestDb, max_connections: u32) -> PgStore {
+    let settings = PoolSettings {
+        max_connections,
+        ..PoolSettings::default()
+    };
+    PgStore::new(app_pool(connect_options(db.url()).unwrap(), &settings))
+}
+
+#[tokio::test]
+async fn postgres_passes_the_store_suite() {
+    suite::run(|| async {
+        let db = migrated_db().await;
+        (store_for(&db, 4), db)
+    })
+    .await;
+}
+
+/// Two orgs, each with an agent and a token.
+async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    for org in [a, b] {
+        store.ensure_organization(org).await.unwrap();
+        store
+            .create_agent(
+                org,
+                NewAgent {
+                    agent_id: Uuid::new_v4(),
+                    status: AgentStatus::Active,
+                    name: None,
+                },
+            )
+            .await
+            .unwrap();
+        store
+            .create_user(
+                org,
+                NewUser {
+                    user_id: Uuid::new_v4(),
+                    display_name: None,
+                    role: MembershipRole::Owner,
+                },
+            )
+            .await
+            .unwrap();
+        store
+            .create_token(
+                org,
+                NewToken {
+                    token_id: Uuid::new_v4(),
+                    user_id: None,
+                    agent_id: None,
+                    permissions: Permissions::CHAT_COMPLETIONS,
+                    name: None,
+                    secret_hash: "$argon2id$placeholder".into(),
+                    expires_at: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    (a, b)
+}
+
+#[tokio::test]
+async fn pooled_connections_run_as_the_app_role() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 2);
+    let role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(role, APP_ROLE);
+    let bypass: bool =
+        sqlx::query_scalar("SELECT rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(!bypass);
+}
+
+#[tokio::test]
+async fn row_level_security_hides_other_orgs_without_any_where() {
+    let db = migrated_db().await;
+    // One connection, so every statement below runs on the same pooled session.
+    let store = store_for(&db, 1);
+    let (a, b) = two_orgs(&store).await;
+
+    let mut conn = store.pool().acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("SELECT set_config('svc.org_id', $1, true)")
+        .bind(a.to_string())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    for table in ["organizations", "org_memberships", "agents", "tokens"] {
+        let orgs: Vec<Uuid> = sqlx::query_scalar(&format!("SELECT org_id FROM {table}"))
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        assert!(!orgs.is_empty(), "{table}: org A's rows are visible");
+        assert!(orgs.iter().all(|org| *org == a), "{table}: saw {orgs:?}");
+        assert!(!orgs.contains(&b));
+    }
+    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(users, 1, "only org A's member is visible");
+
+    // Writing into another org is refused by the policy's WITH CHECK.
+    let foreign_insert = sqlx::query("INSERT INTO agents (agent_id, org_id) VALUES ($1, $2)")
+        .bind(Uuid::new_v4())
+        .bind(b)
+        .execute(&mut *tx)
+        .await;
+    assert!(foreign_insert.is_err());
+    tx.rollback().await.unwrap();
+
+    // The setting was local to the transaction: the same session now carries no org...
+    let setting: Option<String> = sqlx::query_scalar("SELECT current_setting('svc.org_id', true)")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(setting.unwrap_or_default(), "");
+    // ... and without one, no tenant row is visible (and the empty setting does not raise).
+    for table in [
+        "organizations",
+        "org_memberships",
+        "agents",
+        "tokens",
+        "users",
+    ] {
+        let count: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(count, 0, "{table} visible without an org");
+    }
+}
+
+#[tokio::test]
+async fn the_app_role_cannot_read_hashes_except_through_the_lookup_function() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 1);
+    let (a, _) = two_orgs(&store).await;
+    let token_id: Uuid = {
+        let tokens = store.list_tokens(a, None, 1).await.unwrap();
+        tokens[0].token_id
+    };
+
+    let direct = sqlx::query("SELECT secret_hash FROM tokens")
+        .fetch_all(store.pool())
+        .await;
+    let error = direct.expect_err("the hash column is not granted");
+    assert!(error.to_string().contains("permission denied"), "{error}");
+
+    // No org set: the function is the one path that finds the row.
+    let row = sqlx::query("SELECT org_id, secret_hash FROM token_for_validation($1)")
+        .bind(token_id)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(row.get::<Uuid, _>("org_id"), a);
+    assert_eq!(row.get::<String, _>("secret_hash"), "$argon2id$placeholder");
+}
+
+#[tokio::test]
+async fn migrations_are_checked_and_idempotent() {
+    let db = TestDb::create().await;
+    let settings = PoolSettings::default();
+    let unmigrated = crate::migrate::check(db.url(), &settings).await;
+    assert!(
+        matches!(
+            unmigrated,
+            Err(crate::migrate::MigrateError::NotMigrated { .. })
+        ),
+        "{unmigrated:?}"
+    );
+    crate::migrate::run(db.url(), &settings).await.unwrap();
+    crate::migrate::run(db.url(), &settings).await.unwrap();
+    crate::migrate::check(db.url(), &settings).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_unavailable() {
+    let port = svc_testkit::free_port();
+    let dsn = format!("postgres://postgres@127.0.0.1:{port}/nothing");
+    let settings = PoolSettings {
+        acquire_timeout: std::time::Duration::from_millis(200),
+        ..PoolSettings::default()
+    };
+    let store = PgStore::connect_lazy(&dsn, &settings).unwrap();
+    let error = store.ping().await.expect_err("nothing listens there");
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(!error.to_string().contains(&dsn));
+}

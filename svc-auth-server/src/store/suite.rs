@@ -1,0 +1,287 @@
+//! The behaviour every [`Store`] backend must show, as generic cases.
+//!
+//! A backend's test module calls [`run`] with a factory that makes a fresh store (and a guard
+//! that keeps its database alive while a case runs).
+
+use std::future::Future;
+
+use chrono::{Duration, Utc};
+use svc_tower::context::Permissions;
+use uuid::Uuid;
+
+use super::{
+    AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
+    TokenCursor,
+};
+
+/// Runs every case, each on a fresh store from `new_store`.
+pub(crate) async fn run<S, G, F, Fut>(mut new_store: F)
+where
+    S: Store,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = (S, G)>,
+{
+    macro_rules! case {
+        ($name:ident) => {{
+            let (store, guard) = new_store().await;
+            $name(&store).await;
+            drop(guard);
+        }};
+    }
+    case!(ping_answers);
+    case!(organizations_are_created_once);
+    case!(agents_are_scoped_to_their_org);
+    case!(every_agent_status_round_trips);
+    case!(duplicate_ids_are_conflicts);
+    case!(users_are_members_of_their_org_only);
+    case!(tokens_round_trip_with_their_hash);
+    case!(token_references_must_be_in_the_org);
+    case!(revocation_is_scoped_and_idempotent);
+    case!(listing_pages_in_order_within_the_org);
+    case!(unknown_tokens_are_none);
+}
+
+async fn new_org<S: Store>(store: &S) -> Uuid {
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+    org_id
+}
+
+async fn new_agent<S: Store>(store: &S, org_id: Uuid, status: AgentStatus) -> Uuid {
+    let agent_id = Uuid::new_v4();
+    store
+        .create_agent(
+            org_id,
+            NewAgent {
+                agent_id,
+                status,
+                name: Some("agent".into()),
+            },
+        )
+        .await
+        .unwrap();
+    agent_id
+}
+
+async fn new_user<S: Store>(store: &S, org_id: Uuid) -> Uuid {
+    let user_id = Uuid::new_v4();
+    store
+        .create_user(
+            org_id,
+            NewUser {
+                user_id,
+                display_name: None,
+                role: MembershipRole::Member,
+            },
+        )
+        .await
+        .unwrap();
+    user_id
+}
+
+fn token(user_id: Option<Uuid>, agent_id: Option<Uuid>) -> NewToken {
+    NewToken {
+        token_id: Uuid::new_v4(),
+        user_id,
+        agent_id,
+        permissions: Permissions::CHAT_COMPLETIONS | Permissions::from_bits(1 << 40),
+        name: Some("ci".into()),
+        secret_hash: format!("$argon2id$v=19$m=8,t=1,p=1${}", Uuid::new_v4().simple()),
+        expires_at: Some(Utc::now() + Duration::hours(1)),
+    }
+}
+
+async fn ping_answers<S: Store>(store: &S) {
+    store.ping().await.unwrap();
+}
+
+async fn organizations_are_created_once<S: Store>(store: &S) {
+    let org_id = Uuid::new_v4();
+    let first = store.ensure_organization(org_id).await.unwrap();
+    let second = store.ensure_organization(org_id).await.unwrap();
+    assert_eq!(first.org_id, org_id);
+    assert_eq!(first, second);
+}
+
+async fn agents_are_scoped_to_their_org<S: Store>(store: &S) {
+    let (a, b) = (new_org(store).await, new_org(store).await);
+    let agent_id = new_agent(store, a, AgentStatus::Active).await;
+
+    let found = store.agent(a, agent_id).await.unwrap().unwrap();
+    assert_eq!(found.agent_id, agent_id);
+    assert_eq!(found.org_id, a);
+    assert_eq!(found.status, AgentStatus::Active);
+    assert_eq!(found.name.as_deref(), Some("agent"));
+
+    assert!(store.agent(b, agent_id).await.unwrap().is_none());
+    assert!(store.agent(a, Uuid::new_v4()).await.unwrap().is_none());
+}
+
+async fn every_agent_status_round_trips<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    for status in AgentStatus::ALL {
+        let agent_id = new_agent(store, org_id, status).await;
+        let found = store.agent(org_id, agent_id).await.unwrap().unwrap();
+        assert_eq!(found.status, status);
+    }
+}
+
+async fn duplicate_ids_are_conflicts<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let agent_id = new_agent(store, org_id, AgentStatus::Active).await;
+    let again = store
+        .create_agent(
+            org_id,
+            NewAgent {
+                agent_id,
+                status: AgentStatus::Active,
+                name: None,
+            },
+        )
+        .await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists("agent"))));
+
+    let new = token(None, None);
+    store.create_token(org_id, new.clone()).await.unwrap();
+    let again = store.create_token(org_id, new).await;
+    assert!(matches!(again, Err(StoreError::AlreadyExists("token"))));
+}
+
+async fn users_are_members_of_their_org_only<S: Store>(store: &S) {
+    let (a, b) = (new_org(store).await, new_org(store).await);
+    let user_id = new_user(store, a).await;
+    assert!(store.is_member(a, user_id).await.unwrap());
+    assert!(!store.is_member(b, user_id).await.unwrap());
+    assert!(!store.is_member(a, Uuid::new_v4()).await.unwrap());
+}
+
+async fn tokens_round_trip_with_their_hash<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let user_id = new_user(store, org_id).await;
+    let agent_id = new_agent(store, org_id, AgentStatus::Active).await;
+    let new = token(Some(user_id), Some(agent_id));
+
+    let created = store.create_token(org_id, new.clone()).await.unwrap();
+    assert_eq!(created.token_id, new.token_id);
+    assert_eq!(created.org_id, org_id);
+    assert_eq!(created.user_id, Some(user_id));
+    assert_eq!(created.agent_id, Some(agent_id));
+    assert_eq!(created.permissions, new.permissions);
+    assert_eq!(created.name.as_deref(), Some("ci"));
+    assert!(created.revoked_at.is_none());
+    let expires_at = new.expires_at.unwrap();
+    let stored_expiry = created.expires_at.unwrap();
+    assert!((stored_expiry - expires_at).num_milliseconds().abs() < 1);
+
+    let record = store
+        .token_for_validation(new.token_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.token_id, new.token_id);
+    assert_eq!(record.org_id, org_id);
+    assert_eq!(record.user_id, Some(user_id));
+    assert_eq!(record.agent_id, Some(agent_id));
+    assert_eq!(record.permissions, new.permissions);
+    assert_eq!(record.secret_hash, new.secret_hash);
+    assert_eq!(record.expires_at, created.expires_at);
+    assert!(record.revoked_at.is_none());
+    assert!(!format!("{record:?}").contains(&new.secret_hash));
+}
+
+async fn token_references_must_be_in_the_org<S: Store>(store: &S) {
+    let (a, b) = (new_org(store).await, new_org(store).await);
+    let foreign_agent = new_agent(store, b, AgentStatus::Active).await;
+    let foreign_user = new_user(store, b).await;
+
+    let cases = [
+        (token(None, Some(foreign_agent)), Reference::Agent),
+        (token(None, Some(Uuid::new_v4())), Reference::Agent),
+        (token(Some(foreign_user), None), Reference::User),
+        (token(Some(Uuid::new_v4()), None), Reference::User),
+    ];
+    for (new, reference) in cases {
+        let token_id = new.token_id;
+        match store.create_token(a, new).await {
+            Err(StoreError::NotInOrg(got)) => assert_eq!(got, reference),
+            other => panic!("expected NotInOrg({reference}), got {other:?}"),
+        }
+        assert!(
+            store
+                .token_for_validation(token_id)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+async fn revocation_is_scoped_and_idempotent<S: Store>(store: &S) {
+    let (a, b) = (new_org(store).await, new_org(store).await);
+    let new = token(None, None);
+    let token_id = new.token_id;
+    store.create_token(a, new).await.unwrap();
+
+    assert!(store.revoke_token(b, token_id).await.unwrap().is_none());
+    let record = store.token_for_validation(token_id).await.unwrap().unwrap();
+    assert!(record.revoked_at.is_none(), "another org revoked it");
+
+    let first = store.revoke_token(a, token_id).await.unwrap().unwrap();
+    let revoked_at = first.revoked_at.expect("revoked_at set");
+    let second = store.revoke_token(a, token_id).await.unwrap().unwrap();
+    assert_eq!(second.revoked_at, Some(revoked_at));
+
+    let record = store.token_for_validation(token_id).await.unwrap().unwrap();
+    assert_eq!(record.revoked_at, Some(revoked_at));
+    assert!(
+        store
+            .revoke_token(a, Uuid::new_v4())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn listing_pages_in_order_within_the_org<S: Store>(store: &S) {
+    let (a, b) = (new_org(store).await, new_org(store).await);
+    let mut created = Vec::new();
+    for _ in 0..5 {
+        created.push(store.create_token(a, token(None, None)).await.unwrap());
+    }
+    for _ in 0..2 {
+        store.create_token(b, token(None, None)).await.unwrap();
+    }
+    created.sort_by_key(|t| (t.created_at, t.token_id));
+
+    let mut seen = Vec::new();
+    let mut after: Option<TokenCursor> = None;
+    loop {
+        let page = store.list_tokens(a, after, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = Some(last.cursor());
+        seen.extend(page);
+    }
+    assert_eq!(seen, created);
+    assert!(seen.iter().all(|t| t.org_id == a));
+
+    let other = store.list_tokens(b, None, 100).await.unwrap();
+    assert_eq!(other.len(), 2);
+    assert!(other.iter().all(|t| t.org_id == b));
+
+    let empty = store
+        .list_tokens(new_org(store).await, None, 10)
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+}
+
+async fn unknown_tokens_are_none<S: Store>(store: &S) {
+    assert!(
+        store
+            .token_for_validation(Uuid::new_v4())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

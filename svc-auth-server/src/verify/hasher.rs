@@ -1,0 +1,222 @@
+//! Argon2id hashing on a bounded blocking pool.
+//!
+//! One Argon2id run costs tens of milliseconds of CPU and ~19 MiB of memory. Running it on the
+//! async workers would stall every other request, and running unboundedly many at once would
+//! exhaust memory, so each run takes a semaphore permit and goes to `spawn_blocking`.
+
+use std::sync::Arc;
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use prometheus_client::metrics::counter::Counter;
+use rand::RngCore;
+use tokio::sync::Semaphore;
+
+/// OWASP's Argon2id memory cost, in KiB.
+pub const DEFAULT_MEMORY_KIB: u32 = 19_456;
+/// OWASP's Argon2id iteration count.
+pub const DEFAULT_ITERATIONS: u32 = 2;
+/// OWASP's Argon2id parallelism.
+pub const DEFAULT_PARALLELISM: u32 = 1;
+
+/// Cost parameters for new hashes. Verification reads the parameters from each stored hash,
+/// so changing these never invalidates existing tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Argon2Params {
+    /// Memory cost in KiB.
+    pub memory_kib: u32,
+    /// Number of passes.
+    pub iterations: u32,
+    /// Lanes.
+    pub parallelism: u32,
+}
+
+impl Default for Argon2Params {
+    fn default() -> Self {
+        Argon2Params {
+            memory_kib: DEFAULT_MEMORY_KIB,
+            iterations: DEFAULT_ITERATIONS,
+            parallelism: DEFAULT_PARALLELISM,
+        }
+    }
+}
+
+/// Why hashing or verifying failed (never because the secret was wrong).
+#[derive(Debug, thiserror::Error)]
+pub enum HashError {
+    /// The cost parameters are out of Argon2's range.
+    #[error("invalid Argon2 parameters: {0}")]
+    Params(String),
+    /// A stored hash is not a valid PHC string.
+    #[error("the stored hash is not a valid PHC string")]
+    StoredHash,
+    /// Hashing itself failed.
+    #[error("hashing failed")]
+    Hashing,
+    /// The blocking task died or the pool was closed.
+    #[error("the hashing pool failed")]
+    Pool,
+}
+
+/// Hashes and verifies secrets; cheap to clone.
+#[derive(Clone)]
+pub struct Hasher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    argon2: Argon2<'static>,
+    permits: Semaphore,
+    runs: Counter,
+}
+
+impl std::fmt::Debug for Hasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hasher")
+            .field("params", self.inner.argon2.params())
+            .field("runs", &self.inner.runs.get())
+            .finish()
+    }
+}
+
+impl Hasher {
+    /// A hasher producing Argon2id hashes with `params`, running at most `concurrency` hashes
+    /// at once.
+    pub fn new(params: Argon2Params, concurrency: usize) -> Result<Hasher, HashError> {
+        let params = Params::new(
+            params.memory_kib,
+            params.iterations,
+            params.parallelism,
+            None,
+        )
+        .map_err(|e| HashError::Params(e.to_string()))?;
+        Ok(Hasher {
+            inner: Arc::new(Inner {
+                argon2: Argon2::new(Algorithm::Argon2id, Version::V0x13, params),
+                permits: Semaphore::new(concurrency.max(1)),
+                runs: Counter::default(),
+            }),
+        })
+    }
+
+    /// How many Argon2 computations this hasher has run (hashes and verifications).
+    pub fn runs(&self) -> u64 {
+        self.inner.runs.get()
+    }
+
+    /// The run counter, for registering as a metric.
+    pub fn runs_counter(&self) -> Counter {
+        self.inner.runs.clone()
+    }
+
+    /// The PHC string of `secret` with a fresh random salt.
+    pub async fn hash(&self, secret: &str) -> Result<String, HashError> {
+        let mut salt = [0u8; 16];
+        rand::rng().fill_bytes(&mut salt);
+        let salt = SaltString::encode_b64(&salt).map_err(|_| HashError::Hashing)?;
+        let secret = secret.to_owned();
+        self.blocking(move |argon2| {
+            argon2
+                .hash_password(secret.as_bytes(), &salt)
+                .map(|hash| hash.to_string())
+                .map_err(|_| HashError::Hashing)
+        })
+        .await
+    }
+
+    /// Whether `secret` matches the PHC string `stored`.
+    pub async fn verify(&self, stored: &str, secret: &str) -> Result<bool, HashError> {
+        // Parse first: a corrupt stored hash is a server fault, not a wrong secret.
+        PasswordHash::new(stored).map_err(|_| HashError::StoredHash)?;
+        let (stored, secret) = (stored.to_owned(), secret.to_owned());
+        self.blocking(move |argon2| {
+            let hash = PasswordHash::new(&stored).map_err(|_| HashError::StoredHash)?;
+            match argon2.verify_password(secret.as_bytes(), &hash) {
+                Ok(()) => Ok(true),
+                Err(argon2::password_hash::Error::Password) => Ok(false),
+                Err(_) => Err(HashError::StoredHash),
+            }
+        })
+        .await
+    }
+
+    async fn blocking<T, F>(&self, work: F) -> Result<T, HashError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Argon2<'static>) -> Result<T, HashError> + Send + 'static,
+    {
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| HashError::Pool)?;
+        self.inner.runs.inc();
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || work(&inner.argon2))
+            .await
+            .map_err(|_| HashError::Pool)?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cheap() -> Hasher {
+        Hasher::new(
+            Argon2Params {
+                memory_kib: 64,
+                iterations: 1,
+                parallelism: 1,
+            },
+            2,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn hashes_verify_and_count_runs() {
+        let hasher = cheap();
+        let phc = hasher.hash("s3cret").await.unwrap();
+        assert!(phc.starts_with("$argon2id$v=19$m=64,t=1,p=1$"));
+        assert!(!phc.contains("s3cret"));
+        assert!(hasher.verify(&phc, "s3cret").await.unwrap());
+        assert!(!hasher.verify(&phc, "s3cret!").await.unwrap());
+        assert_eq!(hasher.runs(), 3);
+    }
+
+    #[tokio::test]
+    async fn salts_differ() {
+        let hasher = cheap();
+        assert_ne!(
+            hasher.hash("x").await.unwrap(),
+            hasher.hash("x").await.unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn default_parameters_are_owasp() {
+        let hasher = Hasher::new(Argon2Params::default(), 1).unwrap();
+        let phc = hasher.hash("x").await.unwrap();
+        assert!(phc.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{phc}");
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_stored_hash_is_an_error_without_a_run() {
+        let hasher = cheap();
+        let result = hasher.verify("not a phc string", "x").await;
+        assert!(matches!(result, Err(HashError::StoredHash)));
+        assert_eq!(hasher.runs(), 0);
+    }
+
+    #[test]
+    fn out_of_range_parameters_are_refused() {
+        let params = Argon2Params {
+            memory_kib: 1,
+            iterations: 1,
+            parallelism: 1,
+        };
+        assert!(matches!(Hasher::new(params, 1), Err(HashError::Params(_))));
+    }
+}
