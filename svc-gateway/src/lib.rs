@@ -1,5 +1,25 @@
 //! The svc reference gateway: svc-tower layers stacked over a provider-forwarding service.
+//!
+//! `main` is thin: [`config::Config::from_env`], [`Gateway::new`], [`Gateway::start`]. Tests do
+//! the same in process, with a configuration built from a map and `listen` on
+//! `127.0.0.1:0`.
+//!
+//! The request path, outermost first (see [`app`]): RequestId, ErrorEnvelope, metrics,
+//! then on protected routes BodyLimit, PatAuth, AgentCheck, OrgRateLimit, the handler
+//! (parse and validate), Idempotency and the provider.
 
+pub mod app;
 pub mod config;
+pub mod forward;
+pub mod http_metrics;
 pub mod provider;
+pub mod readiness;
+pub mod routes;
+pub mod server;
+pub mod session;
+pub mod sse;
+pub mod telemetry;
 pub mod validate;
+
+pub use app::{Gateway, StartError, app};
+pub use server::Running;

@@ -1,1 +1,55 @@
-fn main() {}
+//! `svc-gateway`: reads the environment, serves until SIGINT or SIGTERM.
+
+use svc_gateway::Gateway;
+use svc_gateway::config::{Config, EXIT_CONFIG};
+
+#[tokio::main]
+async fn main() {
+    let config = match Config::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(EXIT_CONFIG);
+        }
+    };
+    svc_gateway::telemetry::init(&config);
+    let gateway = match Gateway::new(config) {
+        Ok(gateway) => gateway,
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(EXIT_CONFIG);
+        }
+    };
+    let running = match gateway.start().await {
+        Ok(running) => running,
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(1);
+        }
+    };
+    tracing::info!(addr = %running.addr(), "svc-gateway listening");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

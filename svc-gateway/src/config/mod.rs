@@ -176,6 +176,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// `REDIS_URL`; `None` means a no-op limiter and an in-process idempotency store.
     pub redis_url: Option<Secret>,
+    /// Prefix of every Redis key (`SVC_REDIS_KEY_PREFIX`, default empty).
+    pub redis_key_prefix: String,
     /// Requests per minute per org.
     pub rate_limit_rpm: u32,
     /// Providers.
@@ -324,6 +326,10 @@ impl Config {
             listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
             auth,
             redis_url,
+            redis_key_prefix: vars
+                .get(SVC_REDIS_KEY_PREFIX)
+                .unwrap_or_default()
+                .to_owned(),
             rate_limit_rpm,
             provider,
             max_request_body_bytes,

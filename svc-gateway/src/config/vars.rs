@@ -16,6 +16,8 @@ pub const SVC_AUTH_GRPC_TLS_CERT: &str = "SVC_AUTH_GRPC_TLS_CERT";
 pub const SVC_AUTH_GRPC_TLS_KEY: &str = "SVC_AUTH_GRPC_TLS_KEY";
 /// Redis URL for rate limits and idempotency; empty means no-op limiter, in-process store.
 pub const REDIS_URL: &str = "REDIS_URL";
+/// Prefix of every Redis key (empty by default; lets deployments or tests share a server).
+pub const SVC_REDIS_KEY_PREFIX: &str = "SVC_REDIS_KEY_PREFIX";
 /// Requests per minute per org.
 pub const SVC_RATE_LIMIT_RPM: &str = "SVC_RATE_LIMIT_RPM";
 /// `mock` or `live`.

@@ -1,0 +1,234 @@
+//! The gateway assembled: dependencies built from the configuration, then the route table and
+//! the layer stack around it.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use axum::Router;
+use axum::routing::{get, post};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry as PromRegistry;
+use svc_tower::body_limit::BodyLimitLayer;
+use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::health::Readiness;
+use svc_tower::metrics::ProxyMetrics;
+use svc_tower::rate_limit::{
+    NoopRateLimitStore, OrgRateLimitLayer, RateLimitStore, RedisRateLimitStore,
+};
+use svc_tower::request_id::RequestIdLayer;
+use svc_tower::store::{RedisPool, StoreError};
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+use crate::config::Config;
+use crate::forward::Forward;
+use crate::provider::{Registry, live};
+use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
+use crate::routes::{self, chat::ChatState};
+use crate::server::{self, Running};
+use crate::session::{self, SessionStore};
+
+/// Why the gateway could not start. Each names what is at fault, never a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The provider could not be built.
+    #[error(transparent)]
+    Provider(#[from] live::BuildError),
+    /// `REDIS_URL` could not be used.
+    #[error("REDIS_URL: {0}")]
+    Redis(#[source] StoreError),
+    /// `POSTGRES_DSN` could not be used.
+    #[error(transparent)]
+    Sessions(#[from] session::store::InvalidDsn),
+    /// `SVC_AUTH_GRPC_ADDR` is not a usable endpoint.
+    #[error("SVC_AUTH_GRPC_ADDR: not a usable gRPC endpoint")]
+    AuthEndpoint(#[source] tonic::transport::Error),
+    /// The listen address could not be bound.
+    #[error("cannot listen on the configured address")]
+    Bind(#[source] std::io::Error),
+}
+
+/// The gateway, built but not yet serving.
+///
+/// Building connects to nothing: the auth channel, the Redis pool and the PostgreSQL pool
+/// all dial lazily, so a gateway starts while a dependency is down, reports it on `/ready`,
+/// and recovers on its own.
+pub struct Gateway {
+    config: Arc<Config>,
+    registry: Registry,
+    redis: Option<RedisPool>,
+    sessions: Option<SessionStore>,
+    metrics: ProxyMetrics,
+    prometheus: Arc<PromRegistry>,
+    readiness: Arc<Readiness>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("listen", &self.config.listen)
+            .field("registry", &self.registry)
+            .field("redis", &self.redis.is_some())
+            .field("sessions", &self.sessions.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// Builds every dependency the configuration names.
+    pub fn new(config: Config) -> Result<Gateway, StartError> {
+        let registry = Registry::from_config(&config.provider)?;
+        let redis = match &config.redis_url {
+            Some(url) => Some(RedisPool::new(url.expose()).map_err(StartError::Redis)?),
+            None => None,
+        };
+        let sessions = match &config.postgres_dsn {
+            Some(dsn) => Some(SessionStore::connect_lazy(dsn.expose())?),
+            None => None,
+        };
+        let auth_checker =
+            AuthGrpcChecker::new(&config.auth.endpoint).map_err(StartError::AuthEndpoint)?;
+        let readiness = Arc::new(readiness::readiness(
+            auth_checker,
+            RedisChecker::new(redis.clone()),
+        ));
+
+        let metrics = ProxyMetrics::new();
+        let mut prometheus = PromRegistry::default();
+        metrics.register(&mut prometheus);
+        let process_up = Gauge::<i64, AtomicI64>::default();
+        process_up.set(1);
+        prometheus.register(
+            "svc_process_up",
+            "1 while the process is serving",
+            process_up,
+        );
+
+        Ok(Gateway {
+            config: Arc::new(config),
+            registry,
+            redis,
+            sessions,
+            metrics,
+            prometheus: Arc::new(prometheus),
+            readiness,
+        })
+    }
+
+    /// Replaces the provider registry (tests point it at a fake upstream).
+    pub fn with_registry(mut self, registry: Registry) -> Gateway {
+        self.registry = registry;
+        self
+    }
+
+    /// The configuration the gateway runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The metric handles, for embedding the gateway in a larger process.
+    pub fn metrics(&self) -> &ProxyMetrics {
+        &self.metrics
+    }
+
+    /// The per-org limiter: shared in Redis, or a no-op without `REDIS_URL`.
+    fn rate_limit_store(&self) -> Arc<dyn RateLimitStore> {
+        match &self.redis {
+            Some(pool) => Arc::new(RedisRateLimitStore::new(
+                pool.clone(),
+                self.config.redis_key_prefix.clone(),
+            )),
+            None => Arc::new(NoopRateLimitStore),
+        }
+    }
+
+    /// The service under the handler: Idempotency, then the provider.
+    fn forward_service(&self) -> routes::ForwardService {
+        let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone());
+        // Idempotency: lands here, claiming/replaying per org + Idempotency-Key after
+        // validation and before the provider (SPEC processing order).
+        BoxCloneSyncService::new(forward)
+    }
+
+    /// The route table inside the layer stack.
+    pub fn router(&self) -> Router {
+        let config = &self.config;
+        let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
+            .metrics(self.metrics.clone());
+
+        let chat_state = ChatState {
+            forward: self.forward_service(),
+            sessions: self.sessions.clone(),
+            max_body: config.max_request_body_bytes,
+        };
+        // Protected routes, outermost first. `route_layer`, so a wrong method is a 405 before
+        // any authentication.
+        let chat = post(routes::chat::chat).with_state(chat_state).route_layer(
+            ServiceBuilder::new()
+                // Sessions first: every chat answer, rejections included, echoes the id.
+                .layer(axum::middleware::from_fn(session::session_layer))
+                // A declared oversize body is refused before any I/O, a streamed one as the
+                // handler reads it.
+                .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                // PatAuth (+ RequirePermission CHAT_COMPLETIONS) and AgentCheck: land here,
+                // so nothing below runs for an unknown token or agent.
+                // The limit is per org, known only after authentication; it runs before the
+                // body is parsed, so a refused request costs one Redis round trip.
+                .layer(rate_limit.clone()),
+        );
+        let probe = get(routes::probe::auth_probe).route_layer(
+            ServiceBuilder::new()
+                // PatAuth and AgentCheck: land here (the probe needs no permission bit).
+                .layer(rate_limit),
+        );
+        let ops = Router::new()
+            .route("/health", get(routes::ops::health))
+            .route(
+                "/ready",
+                get(routes::ops::ready).with_state(self.readiness.clone()),
+            )
+            .route(
+                "/metrics",
+                get(routes::ops::metrics).with_state(self.prometheus.clone()),
+            );
+
+        Router::new()
+            .route("/v1/chat/completions", chat.clone())
+            .route("/proxy/v1/chat/completions", chat)
+            .route("/v1/orgs/{org_id}/auth-probe", probe)
+            .merge(ops)
+            .method_not_allowed_fallback(routes::method_not_allowed)
+            .fallback(routes::not_found)
+            .layer(
+                ServiceBuilder::new()
+                    // Outermost: every response, errors included, carries the request id,
+                    // the trace id and the response time.
+                    .layer(
+                        RequestIdLayer::new()
+                            .request_id_header(config.request_id_header.clone())
+                            .trace_id_header(config.trace_id_header.clone()),
+                    )
+                    // Renders every ApiError rejection below it as the envelope, in one place,
+                    // and turns a panic into a 500.
+                    .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
+                    // Counts final statuses by route template, rejections included.
+                    .layer(axum::middleware::from_fn_with_state(
+                        self.metrics.clone(),
+                        crate::http_metrics::record,
+                    )),
+            )
+    }
+
+    /// Binds the configured address and serves until [`Running::shutdown`] (or drop).
+    pub async fn start(self) -> Result<Running, StartError> {
+        let router = self.router();
+        server::serve(router, self.config.listen)
+            .await
+            .map_err(StartError::Bind)
+    }
+}
+
+/// The router for `config`: what `main` serves, and what tests call in process.
+pub fn app(config: Config) -> Result<Router, StartError> {
+    Ok(Gateway::new(config)?.router())
+}

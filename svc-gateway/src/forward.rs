@@ -1,0 +1,88 @@
+//! The innermost service: a validated request in, the provider's answer out.
+//!
+//! It sits under the Idempotency layer, so what it answers is what a replay repeats: a JSON
+//! body with the provider's status, an SSE stream, or an [`ApiError`] rejection from the
+//! provider table (rendered by the ErrorEnvelope layer further out).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use futures_util::future::BoxFuture;
+use http::{HeaderValue, Request, Response, header};
+use svc_tower::error::{ApiError, ErrorCode};
+use svc_tower::request_id::RequestId;
+use tower::Service;
+
+use crate::provider::{CallInfo, ProviderReply, Registry};
+use crate::sse::SseBody;
+use crate::validate::ChatRequest;
+
+/// Calls the provider registry with the [`ChatRequest`] the handler put in the request
+/// extensions (as an `Arc<ChatRequest>`).
+#[derive(Clone, Debug)]
+pub struct Forward {
+    registry: Registry,
+    docs_base: Option<Arc<str>>,
+}
+
+impl Forward {
+    /// Forwards to `registry`; stream errors carry `docs_url` under `docs_base`.
+    pub fn new(registry: Registry, docs_base: Option<String>) -> Forward {
+        Forward {
+            registry,
+            docs_base: docs_base.map(Arc::from),
+        }
+    }
+}
+
+impl<B> Service<Request<B>> for Forward {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let chat = request.extensions().get::<Arc<ChatRequest>>().cloned();
+        let request_id = request
+            .extensions()
+            .get::<RequestId>()
+            .copied()
+            .unwrap_or_else(RequestId::new_v7);
+        let registry = self.registry.clone();
+        let docs_base = self.docs_base.clone();
+        Box::pin(async move {
+            let Some(chat) = chat else {
+                tracing::error!("forward service called without a validated request");
+                return Ok(
+                    ApiError::new(ErrorCode::InternalError).into_response_with(Body::empty())
+                );
+            };
+            let call = CallInfo {
+                request_id: Some(request_id.to_string()),
+            };
+            let response = match registry.complete(&chat, &call).await {
+                Ok(ProviderReply::Json { status, body }) => {
+                    let mut response = Response::new(Body::from(body));
+                    *response.status_mut() = status;
+                    response.headers_mut().insert(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    );
+                    response
+                }
+                Ok(ProviderReply::Stream { status, events }) => {
+                    SseBody::new(events, request_id.to_string(), docs_base)
+                        .into_response(status)
+                        .map(Body::new)
+                }
+                Err(error) => error.to_api_error().into_response_with(Body::empty()),
+            };
+            Ok(response)
+        })
+    }
+}
