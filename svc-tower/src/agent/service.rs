@@ -160,3 +160,183 @@ fn rejection(err: AgentError) -> ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http::{HeaderValue, StatusCode, header};
+    use http_body_util::{BodyExt, Full};
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use crate::context::Permissions;
+
+    fn context(bound: Option<Uuid>) -> OrgContext {
+        OrgContext {
+            org_id: Uuid::new_v4(),
+            permissions: Permissions::CHAT_COMPLETIONS,
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: bound,
+        }
+    }
+
+    /// Answers with the verified agent id.
+    async fn echo_agent(req: Request<()>) -> Result<Response<String>, Infallible> {
+        let agent = req
+            .extensions()
+            .get::<OrgContext>()
+            .and_then(|c| c.agent_id);
+        Ok(Response::new(format!("{agent:?}")))
+    }
+
+    /// A validator answering `outcome`, remembering what it was asked.
+    fn fixed(
+        outcome: Result<(), AgentError>,
+    ) -> (impl AgentValidator + use<>, Arc<Mutex<Vec<(Uuid, String)>>>) {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&asked);
+        let validator = move |org: Uuid, agent: &str| {
+            log.lock().unwrap().push((org, agent.to_owned()));
+            async move { outcome }
+        };
+        (validator, asked)
+    }
+
+    fn request(context: Option<&OrgContext>, agent: Option<&str>) -> Request<()> {
+        let mut req = Request::new(());
+        if let Some(context) = context {
+            req.extensions_mut().insert(context.clone());
+        }
+        if let Some(agent) = agent {
+            req.headers_mut()
+                .insert(&X_SVC_AGENT_ID, HeaderValue::from_str(agent).unwrap());
+        }
+        req
+    }
+
+    fn error<B>(response: &Response<B>) -> &ApiError {
+        response.extensions().get::<ApiError>().unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_active_agent_of_the_token_org_is_recorded() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let context = context(None);
+        let agent = Uuid::new_v4();
+        let upper = agent.to_string().to_ascii_uppercase();
+        let response = svc
+            .oneshot(request(Some(&context), Some(&upper)))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, format!("{:?}", Some(agent)));
+        // Asked with the token's org and the canonical id.
+        assert_eq!(
+            *asked.lock().unwrap(),
+            vec![(context.org_id, agent.to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn no_org_context_is_missing_token() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let agent = Uuid::new_v4().to_string();
+        let response = svc.oneshot(request(None, Some(&agent))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(error(&response).code(), &ErrorCode::MissingToken);
+        assert!(asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_missing_header_is_missing_agent_id() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        for agent in [None, Some(""), Some("  ")] {
+            let response = svc
+                .clone()
+                .oneshot(request(Some(&context(None)), agent))
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+            assert_eq!(
+                error(&response).code(),
+                &ErrorCode::MissingAgentId,
+                "{agent:?}"
+            );
+        }
+        assert!(asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_malformed_id_is_a_validation_error_on_the_header() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let response = svc
+            .oneshot(request(Some(&context(None)), Some("agent-7")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        let error = error(&response);
+        assert_eq!(error.code(), &ErrorCode::ValidationError);
+        assert_eq!(error.field_errors()[0].field, "X-SVC-Agent-ID");
+        assert_eq!(error.field_errors()[0].code, FieldErrorCode::InvalidFormat);
+        assert!(asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn validator_outcomes_map_to_the_spec_codes() {
+        let table = [
+            (
+                AgentError::NotAuthorized,
+                403,
+                ErrorCode::AgentNotAuthorized,
+            ),
+            (AgentError::Suspended, 403, ErrorCode::AgentSuspended),
+            (AgentError::InvalidArgument, 400, ErrorCode::ValidationError),
+            (AgentError::Unavailable, 503, ErrorCode::AuthUnavailable),
+        ];
+        for (outcome, status, code) in table {
+            let (validator, _) = fixed(Err(outcome));
+            let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+            let agent = Uuid::new_v4().to_string();
+            let response = svc
+                .oneshot(request(Some(&context(None)), Some(&agent)))
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), status, "{outcome:?}");
+            assert_eq!(error(&response).code(), &code);
+            let retry_after = response.headers().get(header::RETRY_AFTER);
+            assert_eq!(retry_after.is_some(), status == 503, "{outcome:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_token_bound_to_another_agent_is_not_authorized() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let bound = context(Some(Uuid::new_v4()));
+        let other = Uuid::new_v4().to_string();
+        let response = svc
+            .clone()
+            .oneshot(request(Some(&bound), Some(&other)))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(error(&response).code(), &ErrorCode::AgentNotAuthorized);
+        assert!(asked.lock().unwrap().is_empty());
+
+        let own = bound.agent_id.unwrap().to_string();
+        let response = svc
+            .oneshot(request(Some(&bound), Some(&own)))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+}

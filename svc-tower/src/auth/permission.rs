@@ -77,3 +77,65 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http::StatusCode;
+    use tower::{ServiceExt, service_fn};
+    use uuid::Uuid;
+
+    use super::*;
+
+    async fn ok(_: Request<()>) -> Result<Response<String>, Infallible> {
+        Ok(Response::new("ok".to_owned()))
+    }
+
+    fn with_permissions(bits: i64) -> Request<()> {
+        let mut req = Request::new(());
+        req.extensions_mut().insert(OrgContext {
+            org_id: Uuid::new_v4(),
+            permissions: Permissions::from_bits(bits),
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+        });
+        req
+    }
+
+    fn code<B>(response: &Response<B>) -> Option<&str> {
+        response
+            .extensions()
+            .get::<ApiError>()
+            .map(|e| e.code().as_str())
+    }
+
+    #[tokio::test]
+    async fn a_token_with_the_bits_passes() {
+        let svc = RequirePermissionLayer::chat_completions().layer(service_fn(ok));
+        let response = svc.oneshot(with_permissions(0b1001)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_token_lacking_a_bit_is_insufficient_permissions() {
+        let required = Permissions::TOKEN_CREATE | Permissions::TOKEN_LIST;
+        let svc = RequirePermissionLayer::new(required).layer(service_fn(ok));
+        // Unknown high bits grant nothing.
+        let response = svc
+            .oneshot(with_permissions(0b0010 | 1 << 40))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        assert_eq!(code(&response), Some("INSUFFICIENT_PERMISSIONS"));
+    }
+
+    #[tokio::test]
+    async fn no_org_context_is_missing_token() {
+        let svc = RequirePermissionLayer::chat_completions().layer(service_fn(ok));
+        let response = svc.oneshot(Request::new(())).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(code(&response), Some("MISSING_TOKEN"));
+    }
+}

@@ -146,3 +146,243 @@ fn rejection(err: TokenError) -> ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::future::poll_fn;
+    use std::pin::{Pin, pin};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use bytes::Bytes;
+    use http::{HeaderValue, StatusCode, header};
+    use http_body::{Body, Frame};
+    use http_body_util::{BodyExt, Full};
+    use prometheus_client::registry::Registry;
+    use tower::{ServiceExt, service_fn};
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::context::Permissions;
+
+    const TOKEN: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_GoodSecret1";
+
+    fn context() -> OrgContext {
+        OrgContext {
+            org_id: Uuid::new_v4(),
+            permissions: Permissions::CHAT_COMPLETIONS,
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+        }
+    }
+
+    /// Answers with the org of the context, or 500 when there is none.
+    async fn echo_org<B>(req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible> {
+        Ok(match req.extensions().get::<OrgContext>() {
+            Some(context) => Response::new(Full::from(context.org_id.to_string())),
+            None => ApiError::new(ErrorCode::InternalError).into_response(),
+        })
+    }
+
+    fn request(authorization: Option<&str>) -> Request<()> {
+        let mut req = Request::new(());
+        if let Some(value) = authorization {
+            req.headers_mut()
+                .insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        }
+        req
+    }
+
+    fn code<B>(response: &Response<B>) -> Option<&str> {
+        response
+            .extensions()
+            .get::<ApiError>()
+            .map(|e| e.code().as_str())
+    }
+
+    /// A validator answering `outcome` for every token, counting its calls.
+    fn fixed(
+        outcome: Result<OrgContext, TokenError>,
+    ) -> (impl TokenValidator + use<>, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&calls);
+        let validator = move |_: &str| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let outcome = outcome.clone();
+            async move { outcome }
+        };
+        (validator, calls)
+    }
+
+    #[tokio::test]
+    async fn a_request_without_authorization_is_missing_token() {
+        let (validator, calls) = fixed(Ok(context()));
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let response = svc.oneshot(request(None)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(code(&response), Some("MISSING_TOKEN"));
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_malformed_bearer_is_refused_without_asking_the_validator() {
+        let (validator, calls) = fixed(Ok(context()));
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        for value in ["Basic abc", "Bearer sk-abc", "Bearer svc_pat_nope"] {
+            let response = svc.clone().oneshot(request(Some(value))).await.unwrap();
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+            assert_eq!(code(&response), Some("INVALID_TOKEN"), "{value}");
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn an_invalid_token_is_invalid_token() {
+        let (validator, calls) = fixed(Err(TokenError::Invalid));
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let response = svc
+            .oneshot(request(Some(&format!("Bearer {TOKEN}"))))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(code(&response), Some("INVALID_TOKEN"));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn backend_failures_fail_closed_with_service_degraded() {
+        for err in [
+            TokenError::Unavailable,
+            TokenError::Timeout,
+            TokenError::Internal,
+        ] {
+            let (validator, _) = fixed(Err(err));
+            let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+            let response = svc
+                .oneshot(request(Some(&format!("Bearer {TOKEN}"))))
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "{err:?}"
+            );
+            assert_eq!(code(&response), Some("SERVICE_DEGRADED"));
+            assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_valid_token_reaches_the_service_with_its_org() {
+        let context = context();
+        let (validator, _) = fixed(Ok(context.clone()));
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let response = svc
+            .oneshot(request(Some(&format!("Bearer {TOKEN}"))))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, context.org_id.to_string());
+    }
+
+    #[tokio::test]
+    async fn the_validator_sees_the_token_without_the_scheme() {
+        let context = context();
+        let validator = move |token: &str| {
+            let outcome = match token == TOKEN {
+                true => Ok(context.clone()),
+                false => Err(TokenError::Invalid),
+            };
+            async move { outcome }
+        };
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let response = svc
+            .oneshot(request(Some(&format!("bearer {TOKEN}"))))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    /// A body that records whether anyone polled it.
+    struct Watched(Arc<AtomicBool>);
+
+    impl Body for Watched {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            self.0.store(true, Ordering::SeqCst);
+            Poll::Ready(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_body_is_not_polled_before_the_token_is_valid() {
+        let context = context();
+        let (release, released) = tokio::sync::watch::channel(false);
+        let validator = move |_: &str| {
+            let mut released = released.clone();
+            let context = context.clone();
+            async move {
+                let _ = released.wait_for(|go| *go).await;
+                Ok(context)
+            }
+        };
+        let svc = PatAuthLayer::new(validator).layer(service_fn(|req: Request<Watched>| async {
+            let _ = req.into_body().collect().await;
+            Ok::<_, Infallible>(Response::new(Full::<Bytes>::default()))
+        }));
+        let polled = Arc::new(AtomicBool::new(false));
+        let mut req = Request::new(Watched(Arc::clone(&polled)));
+        req.headers_mut().insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {TOKEN}")).unwrap(),
+        );
+        let mut future = pin!(svc.oneshot(req));
+        let first = poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+        assert!(first.is_pending());
+        assert!(!polled.load(Ordering::SeqCst));
+        release.send(true).unwrap();
+        let response = future.await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(polled.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn records_validation_duration_by_result() {
+        let metrics = ProxyMetrics::new();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let (ok, _) = fixed(Ok(context()));
+        let (invalid, _) = fixed(Err(TokenError::Invalid));
+        let (timeout, _) = fixed(Err(TokenError::Timeout));
+        let bearer = format!("Bearer {TOKEN}");
+        let svc = PatAuthLayer::new(ok)
+            .metrics(metrics.clone())
+            .layer(service_fn(echo_org));
+        svc.oneshot(request(Some(&bearer))).await.unwrap();
+        let svc = PatAuthLayer::new(invalid)
+            .metrics(metrics.clone())
+            .layer(service_fn(echo_org));
+        svc.oneshot(request(Some(&bearer))).await.unwrap();
+        let svc = PatAuthLayer::new(timeout)
+            .metrics(metrics.clone())
+            .layer(service_fn(echo_org));
+        svc.oneshot(request(Some(&bearer))).await.unwrap();
+
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for result in ["ok", "invalid", "timeout"] {
+            let line =
+                format!("svc_proxy_auth_validate_duration_seconds_count{{result=\"{result}\"}} 1");
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
+        assert!(!text.contains(TOKEN));
+    }
+}

@@ -1,0 +1,466 @@
+//! The gRPC validators against a real `svc.auth.v1.AuthService` on loopback, through the
+//! layers: every row of the SPEC's gRPC-to-HTTP mapping, asserted as status and envelope code.
+
+#![cfg(feature = "grpc")]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use svc_proto::v1::auth_service_server::{AuthService, AuthServiceServer};
+use svc_proto::v1::{
+    CreateTokenRequest, CreateTokenResponse, ListTokensRequest, ListTokensResponse,
+    RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest, ValidateAgentResponse,
+    ValidateTokenRequest, ValidateTokenResponse,
+};
+use svc_tower::agent::AgentCheckLayer;
+use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, TokenError, TokenValidator};
+use svc_tower::context::{OrgContext, Permissions};
+use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::request_id::RequestIdLayer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+use uuid::Uuid;
+
+/// Generous enough for a loaded CI machine; the deadline tests set their own.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the test server answers one token or one agent.
+#[derive(Clone)]
+enum Answer {
+    Ok,
+    Fail(Code),
+    Denied(&'static str),
+    /// Answers only after this long, to run into the client's deadline.
+    Slow(Duration),
+}
+
+/// An AuthService scripted per token and per agent id; unknown ones are Unauthenticated and
+/// PermissionDenied, as the real server answers.
+#[derive(Clone, Default)]
+struct Scripted {
+    org_id: Uuid,
+    tokens: HashMap<String, Answer>,
+    agents: HashMap<String, Answer>,
+    /// (org_id, agent_id, grpc-timeout) of each ValidateAgent call.
+    agent_calls: Arc<Mutex<Vec<(String, String, Option<String>)>>>,
+}
+
+#[tonic::async_trait]
+impl AuthService for Scripted {
+    async fn validate_token(
+        &self,
+        request: tonic::Request<ValidateTokenRequest>,
+    ) -> Result<tonic::Response<ValidateTokenResponse>, Status> {
+        let token = &request.get_ref().access_token;
+        match self.tokens.get(token).cloned() {
+            Some(Answer::Ok) => {}
+            Some(Answer::Slow(delay)) => tokio::time::sleep(delay).await,
+            Some(Answer::Fail(code)) => return Err(Status::new(code, "scripted")),
+            Some(Answer::Denied(_)) | None => {
+                return Err(Status::unauthenticated("invalid token"));
+            }
+        }
+        Ok(tonic::Response::new(ValidateTokenResponse {
+            org_id: self.org_id.to_string(),
+            permissions: Permissions::CHAT_COMPLETIONS.bits(),
+            agent_id: None,
+            user_id: Some(Uuid::new_v4().to_string()),
+            token_id: Uuid::new_v4().to_string(),
+            expires_at: None,
+        }))
+    }
+
+    async fn validate_agent(
+        &self,
+        request: tonic::Request<ValidateAgentRequest>,
+    ) -> Result<tonic::Response<ValidateAgentResponse>, Status> {
+        let timeout = request
+            .metadata()
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let message = request.into_inner();
+        self.agent_calls.lock().unwrap().push((
+            message.org_id.clone(),
+            message.agent_id.clone(),
+            timeout,
+        ));
+        match self.agents.get(&message.agent_id).cloned() {
+            Some(Answer::Ok) => {}
+            Some(Answer::Slow(delay)) => tokio::time::sleep(delay).await,
+            Some(Answer::Fail(code)) => return Err(Status::new(code, "scripted")),
+            Some(Answer::Denied(reason)) => return Err(denied(reason)),
+            None => return Err(denied("AGENT_NOT_AUTHORIZED")),
+        }
+        Ok(tonic::Response::new(ValidateAgentResponse {
+            agent_id: message.agent_id,
+            org_id: message.org_id,
+            status: "active".to_owned(),
+        }))
+    }
+
+    async fn create_token(
+        &self,
+        _: tonic::Request<CreateTokenRequest>,
+    ) -> Result<tonic::Response<CreateTokenResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+
+    async fn revoke_token(
+        &self,
+        _: tonic::Request<RevokeTokenRequest>,
+    ) -> Result<tonic::Response<RevokeTokenResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+
+    async fn list_tokens(
+        &self,
+        _: tonic::Request<ListTokensRequest>,
+    ) -> Result<tonic::Response<ListTokensResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+}
+
+fn denied(reason: &str) -> Status {
+    Status::with_error_details(
+        Code::PermissionDenied,
+        "agent refused",
+        ErrorDetails::with_error_info(reason, "svc.auth.v1", HashMap::new()),
+    )
+}
+
+fn token() -> String {
+    format!("svc_pat_{}_{}", Uuid::new_v4(), Uuid::new_v4().simple())
+}
+
+/// Serves `service` on a fresh loopback port for the rest of the test.
+async fn serve(service: Scripted) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(AuthServiceServer::new(service))
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    addr
+}
+
+/// What the stack answered: status, envelope code (None for a 200) and headers.
+struct Answered {
+    status: StatusCode,
+    code: Option<String>,
+    retry_after: Option<String>,
+    body: serde_json::Value,
+}
+
+/// Sends one request with `token` and `agent` through the protected stack.
+async fn send(
+    tokens: impl TokenValidator,
+    agents: GrpcAuthClient,
+    token: &str,
+    agent: &str,
+) -> Answered {
+    let svc = ServiceBuilder::new()
+        .layer(RequestIdLayer::new())
+        .layer(ErrorEnvelopeLayer::new())
+        .layer(PatAuthLayer::new(tokens))
+        .layer(AgentCheckLayer::new(agents))
+        .service(service_fn(|req: Request<Full<Bytes>>| async move {
+            let context = req.extensions().get::<OrgContext>().cloned().unwrap();
+            let body = serde_json::json!({
+                "org_id": context.org_id,
+                "agent_id": context.agent_id,
+            });
+            Ok::<_, Infallible>(Response::new(Full::from(body.to_string())))
+        }));
+    let request = Request::builder()
+        .header("authorization", format!("Bearer {token}"))
+        .header("x-svc-agent-id", agent)
+        .body(Full::default())
+        .unwrap();
+    let response = svc.oneshot(request).await.unwrap();
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let code = body["error"]["code"].as_str().map(str::to_owned);
+    Answered {
+        status,
+        code,
+        retry_after,
+        body,
+    }
+}
+
+fn client(addr: SocketAddr) -> GrpcAuthClient {
+    GrpcAuthClient::connect_lazy(&addr.to_string())
+        .unwrap()
+        .validate_timeout(CALL_TIMEOUT)
+}
+
+#[tokio::test]
+async fn a_valid_token_and_active_agent_pass_with_the_token_org() {
+    let (good, agent) = (token(), Uuid::new_v4().to_string());
+    let server = Scripted {
+        org_id: Uuid::new_v4(),
+        tokens: HashMap::from([(good.clone(), Answer::Ok)]),
+        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
+        ..Scripted::default()
+    };
+    let calls = Arc::clone(&server.agent_calls);
+    let org = server.org_id;
+    let addr = serve(server).await;
+    let answered = send(client(addr), client(addr), &good, &agent).await;
+    assert_eq!(answered.status, StatusCode::OK);
+    assert_eq!(answered.body["org_id"], org.to_string());
+    assert_eq!(answered.body["agent_id"], agent);
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    // ValidateAgent got the token's org, and the deadline travelled as grpc-timeout.
+    assert_eq!(calls[0].0, org.to_string());
+    assert!(calls[0].2.is_some());
+}
+
+#[tokio::test]
+async fn validate_token_codes_map_to_the_spec_rows() {
+    let agent = Uuid::new_v4().to_string();
+    let rows = [
+        (Answer::Fail(Code::Unauthenticated), 401, "INVALID_TOKEN"),
+        (Answer::Fail(Code::Internal), 503, "SERVICE_DEGRADED"),
+        (Answer::Fail(Code::Unavailable), 503, "SERVICE_DEGRADED"),
+        (
+            Answer::Fail(Code::DeadlineExceeded),
+            503,
+            "SERVICE_DEGRADED",
+        ),
+        (
+            Answer::Fail(Code::PermissionDenied),
+            503,
+            "SERVICE_DEGRADED",
+        ),
+    ];
+    let mut server = Scripted {
+        org_id: Uuid::new_v4(),
+        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
+        ..Scripted::default()
+    };
+    let tokens: Vec<String> = rows.iter().map(|_| token()).collect();
+    for (token, (answer, _, _)) in tokens.iter().zip(&rows) {
+        server.tokens.insert(token.clone(), answer.clone());
+    }
+    let addr = serve(server).await;
+    for (token, (_, status, code)) in tokens.iter().zip(&rows) {
+        let answered = send(client(addr), client(addr), token, &agent).await;
+        assert_eq!(answered.status.as_u16(), *status, "{code}");
+        assert_eq!(answered.code.as_deref(), Some(*code));
+        assert_eq!(answered.retry_after.is_some(), *status == 503, "{code}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_the_server_does_not_know_is_invalid_token() {
+    let addr = serve(Scripted::default()).await;
+    let answered = send(
+        client(addr),
+        client(addr),
+        &token(),
+        &Uuid::new_v4().to_string(),
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(answered.code.as_deref(), Some("INVALID_TOKEN"));
+}
+
+#[tokio::test]
+async fn a_slow_validate_token_hits_the_deadline() {
+    let slow = token();
+    let server = Scripted {
+        tokens: HashMap::from([(slow.clone(), Answer::Slow(Duration::from_secs(30)))]),
+        ..Scripted::default()
+    };
+    let addr = serve(server).await;
+    let tokens = client(addr).validate_timeout(Duration::from_millis(50));
+    // Warm the channel so the deadline measures the call, not the connect.
+    assert_eq!(
+        TokenValidator::validate(&client(addr), &token()).await,
+        Err(TokenError::Invalid)
+    );
+    let started = std::time::Instant::now();
+    let answered = send(tokens, client(addr), &slow, &Uuid::new_v4().to_string()).await;
+    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answered.code.as_deref(), Some("SERVICE_DEGRADED"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn an_unreachable_auth_service_is_service_degraded() {
+    let closed: SocketAddr = format!("127.0.0.1:{}", svc_testkit::free_port())
+        .parse()
+        .unwrap();
+    let answered = send(
+        client(closed),
+        client(closed),
+        &token(),
+        &Uuid::new_v4().to_string(),
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answered.code.as_deref(), Some("SERVICE_DEGRADED"));
+    assert_eq!(answered.retry_after.as_deref(), Some("1"));
+}
+
+/// PatAuth over an in-memory validator, so the agent rows run alone.
+fn any_token(org_id: Uuid) -> impl TokenValidator {
+    move |_: &str| async move {
+        Ok(OrgContext {
+            org_id,
+            permissions: Permissions::CHAT_COMPLETIONS,
+            token_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+        })
+    }
+}
+
+#[tokio::test]
+async fn validate_agent_codes_map_to_the_spec_rows() {
+    let rows = [
+        (Answer::Ok, 200, None),
+        (
+            Answer::Denied("AGENT_NOT_AUTHORIZED"),
+            403,
+            Some("AGENT_NOT_AUTHORIZED"),
+        ),
+        (
+            Answer::Denied("AGENT_SUSPENDED"),
+            403,
+            Some("AGENT_SUSPENDED"),
+        ),
+        (
+            Answer::Fail(Code::PermissionDenied),
+            403,
+            Some("AGENT_NOT_AUTHORIZED"),
+        ),
+        (
+            Answer::Fail(Code::InvalidArgument),
+            400,
+            Some("VALIDATION_ERROR"),
+        ),
+        (
+            Answer::Fail(Code::Unavailable),
+            503,
+            Some("AUTH_UNAVAILABLE"),
+        ),
+        (
+            Answer::Fail(Code::DeadlineExceeded),
+            503,
+            Some("AUTH_UNAVAILABLE"),
+        ),
+        (Answer::Fail(Code::Internal), 503, Some("AUTH_UNAVAILABLE")),
+    ];
+    let agents: Vec<String> = rows.iter().map(|_| Uuid::new_v4().to_string()).collect();
+    let server = Scripted {
+        agents: agents
+            .iter()
+            .zip(&rows)
+            .map(|(agent, (answer, _, _))| (agent.clone(), answer.clone()))
+            .collect(),
+        ..Scripted::default()
+    };
+    let addr = serve(server).await;
+    let org = Uuid::new_v4();
+    for (agent, (_, status, code)) in agents.iter().zip(&rows) {
+        let answered = send(any_token(org), client(addr), &token(), agent).await;
+        assert_eq!(answered.status.as_u16(), *status, "{code:?}");
+        assert_eq!(answered.code.as_deref(), *code);
+        if *code == Some("VALIDATION_ERROR") {
+            assert_eq!(
+                answered.body["error"]["field_errors"][0]["field"],
+                "X-SVC-Agent-ID"
+            );
+            assert_eq!(
+                answered.body["error"]["field_errors"][0]["code"],
+                "INVALID_FORMAT"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_agent_of_another_org_is_not_authorized() {
+    // The real server answers PermissionDenied for an unknown agent or another org's.
+    let addr = serve(Scripted::default()).await;
+    let answered = send(
+        any_token(Uuid::new_v4()),
+        client(addr),
+        &token(),
+        &Uuid::new_v4().to_string(),
+    )
+    .await;
+    assert_eq!(answered.status, StatusCode::FORBIDDEN);
+    assert_eq!(answered.code.as_deref(), Some("AGENT_NOT_AUTHORIZED"));
+}
+
+#[tokio::test]
+async fn a_slow_or_unreachable_validate_agent_is_auth_unavailable() {
+    let slow = Uuid::new_v4().to_string();
+    let server = Scripted {
+        agents: HashMap::from([(slow.clone(), Answer::Slow(Duration::from_secs(30)))]),
+        ..Scripted::default()
+    };
+    let addr = serve(server).await;
+    let agents = client(addr).validate_timeout(Duration::from_millis(50));
+    let answered = send(any_token(Uuid::new_v4()), agents, &token(), &slow).await;
+    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answered.code.as_deref(), Some("AUTH_UNAVAILABLE"));
+    assert_eq!(answered.retry_after.as_deref(), Some("1"));
+
+    let closed: SocketAddr = format!("127.0.0.1:{}", svc_testkit::free_port())
+        .parse()
+        .unwrap();
+    let answered = send(any_token(Uuid::new_v4()), client(closed), &token(), &slow).await;
+    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answered.code.as_deref(), Some("AUTH_UNAVAILABLE"));
+}
+
+#[tokio::test]
+async fn a_cut_connection_is_degraded_and_recovers() {
+    let good = token();
+    let agent = Uuid::new_v4().to_string();
+    let server = Scripted {
+        tokens: HashMap::from([(good.clone(), Answer::Ok)]),
+        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
+        ..Scripted::default()
+    };
+    let addr = serve(server).await;
+    let proxy = svc_testkit::FaultProxy::start(addr).await;
+    let shared = client(proxy.addr()).validate_timeout(Duration::from_secs(1));
+    let answered = send(shared.clone(), shared.clone(), &good, &agent).await;
+    assert_eq!(answered.status, StatusCode::OK);
+
+    proxy.cut();
+    let answered = send(shared.clone(), shared.clone(), &good, &agent).await;
+    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answered.code.as_deref(), Some("SERVICE_DEGRADED"));
+
+    proxy.restore();
+    let recovered = svc_testkit::eventually(Duration::from_secs(10), || {
+        let shared = shared.clone();
+        let (good, agent) = (good.clone(), agent.clone());
+        async move { send(shared.clone(), shared, &good, &agent).await.status == StatusCode::OK }
+    })
+    .await;
+    assert!(recovered, "the shared channel reconnects after the cut");
+}
