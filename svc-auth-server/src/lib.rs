@@ -1,8 +1,32 @@
 //! The svc identity plane: `svc.auth.v1.AuthService` over PostgreSQL with row-level security.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`server`] | [`Server::start`]: gRPC (AuthService, health, reflection) and the HTTP ops routes |
+//! | [`grpc`] | the AuthService adapter and the one error-to-status mapping |
+//! | [`verify`] | PAT verification: row read every call, Argon2id once per secret, failure limits |
+//! | [`pat`] | the `svc_pat_<uuid>_<secret>` format with its checksum |
+//! | [`store`] | the [`store::Store`] trait, PostgreSQL backend, shared test suite |
+//! | [`migrate`] | embedded migrations and the refuse-unmigrated check |
+//! | [`seed`] | local development data |
+//! | [`ops`] | `/health`, `/ready`, `/metrics` |
+//! | [`config`] | environment configuration; [`config::vars`] is reusable by other binaries |
+//! | [`telemetry`] | tracing setup, reusable by other binaries |
+//! | [`cli`] | the `serve`, `migrate` and `seed` subcommands |
 
+pub mod cli;
 pub mod config;
+pub mod grpc;
+pub mod metrics;
 pub mod migrate;
+pub mod ops;
 pub mod pat;
+pub mod seed;
+pub mod server;
 pub mod store;
 pub mod telemetry;
+mod tls;
 pub mod verify;
+
+pub use config::Config;
+pub use server::{RunningServer, Server};

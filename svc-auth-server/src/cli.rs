@@ -1,0 +1,277 @@
+//! The `svc-auth-server` command line: `serve` (the default), `migrate` and `seed`.
+//!
+//! Every failure is one line on stderr, `error: ...`. Exit codes: 0 success, 1 a runtime
+//! failure (database unreachable, not migrated, refused), 2 bad usage or configuration.
+
+use std::error::Error;
+use std::process::ExitCode;
+
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::config::vars::Vars;
+use crate::seed::SeedOptions;
+use crate::server::Server;
+use crate::store::AgentStatus;
+use crate::telemetry;
+
+const USAGE: &str = "\
+usage: svc-auth-server [serve]
+       svc-auth-server migrate
+       svc-auth-server seed [--org-id UUID] [--agent-status active|paused|suspended|archived]...
+
+Configuration comes from the environment (POSTGRES_DSN, SVC_PORT, SVC_GRPC_PORT, SVC_ENV, ...).";
+
+/// A subcommand and its options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Serve gRPC and the ops routes.
+    Serve,
+    /// Apply migrations.
+    Migrate,
+    /// Create development data and print it as JSON.
+    Seed(SeedOptions),
+    /// Print usage.
+    Help,
+}
+
+/// Parses the arguments after the program name.
+pub fn parse_args(args: &[String]) -> Result<Command, String> {
+    let Some((first, rest)) = args.split_first() else {
+        return Ok(Command::Serve);
+    };
+    let no_options = |command: Command| match rest.first() {
+        None => Ok(command),
+        Some(extra) => Err(format!("unexpected argument {extra:?}")),
+    };
+    match first.as_str() {
+        "serve" => no_options(Command::Serve),
+        "migrate" => no_options(Command::Migrate),
+        "help" | "-h" | "--help" => Ok(Command::Help),
+        "seed" => parse_seed(rest).map(Command::Seed),
+        other => Err(format!("unknown command {other:?}")),
+    }
+}
+
+fn parse_seed(args: &[String]) -> Result<SeedOptions, String> {
+    let mut options = SeedOptions::default();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next().cloned())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag {
+            "--org-id" => {
+                let value = value()?;
+                let org_id = Uuid::try_parse(&value)
+                    .map_err(|_| format!("--org-id: invalid UUID {value:?}"))?;
+                options.org_id = Some(org_id);
+            }
+            "--agent-status" => {
+                let status: AgentStatus = value()?
+                    .parse()
+                    .map_err(|e| format!("--agent-status: {e}"))?;
+                options.agent_statuses.push(status);
+            }
+            other => return Err(format!("unknown seed option {other:?}")),
+        }
+    }
+    Ok(options)
+}
+
+/// `error: cause: cause`, one line.
+fn one_line(error: &(dyn Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause = cause.to_string();
+        if !line.contains(&cause) {
+            line.push_str(": ");
+            line.push_str(&cause);
+        }
+        source = source.and_then(Error::source);
+    }
+    line.replace('\n', " ")
+}
+
+fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(code)
+}
+
+/// Runs the program with the process's arguments and environment.
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
+    run(&args, &Vars::from_env())
+}
+
+/// Runs the program with explicit arguments (after the program name) and environment.
+pub fn run(args: &[String], vars: &Vars) -> ExitCode {
+    let command = match parse_args(args) {
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(command) => command,
+        Err(problem) => return fail(2, format_args!("{problem} (see svc-auth-server --help)")),
+    };
+    let config = match Config::from_vars(vars) {
+        Ok(config) => config,
+        Err(error) => return fail(2, error),
+    };
+    // Seed prints its JSON on stdout: its logs, like migrate's, go to stderr.
+    let subscriber = match command {
+        Command::Serve => telemetry::subscriber(&config.log, std::io::stdout),
+        _ => telemetry::subscriber(&config.log, std::io::stderr),
+    };
+    if tracing::subscriber::set_global_default(subscriber).is_err() {
+        return fail(1, "a log subscriber is installed already");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(1, format_args!("cannot start the runtime: {error}")),
+    };
+    runtime.block_on(async move {
+        match command {
+            Command::Serve => serve(config).await,
+            Command::Migrate => migrate(config).await,
+            Command::Seed(options) => seed(config, options).await,
+            Command::Help => ExitCode::SUCCESS,
+        }
+    })
+}
+
+async fn serve(config: Config) -> ExitCode {
+    let environment = config.environment.as_str();
+    let tls = config.grpc_tls.is_some();
+    let server = match Server::start(config).await {
+        Ok(server) => server,
+        Err(error) => return fail(1, one_line(&error)),
+    };
+    tracing::info!(
+        grpc_addr = %server.grpc_addr,
+        http_addr = %server.http_addr,
+        environment,
+        tls,
+        "svc-auth-server listening"
+    );
+    match server.run_until(shutdown_signal()).await {
+        Ok(()) => {
+            tracing::info!("svc-auth-server stopped");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(1, one_line(&error)),
+    }
+}
+
+async fn migrate(config: Config) -> ExitCode {
+    match crate::migrate::run(config.postgres_dsn.expose(), &config.pool).await {
+        Ok(()) => {
+            tracing::info!(
+                migrations = crate::migrate::MIGRATOR.iter().count(),
+                "migrations applied"
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(1, one_line(&error)),
+    }
+}
+
+async fn seed(config: Config, options: SeedOptions) -> ExitCode {
+    match crate::seed::run_with_config(&config, &options).await {
+        Ok(output) => match serde_json::to_string(&output) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(1, error),
+        },
+        Err(error) => fail(1, one_line(&error)),
+    }
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn commands_parse() {
+        assert_eq!(parse_args(&[]), Ok(Command::Serve));
+        assert_eq!(parse_args(&args(&["serve"])), Ok(Command::Serve));
+        assert_eq!(parse_args(&args(&["migrate"])), Ok(Command::Migrate));
+        assert_eq!(parse_args(&args(&["--help"])), Ok(Command::Help));
+        assert!(parse_args(&args(&["serve", "now"])).is_err());
+        assert!(parse_args(&args(&["destroy"])).is_err());
+    }
+
+    #[test]
+    fn seed_options_parse() {
+        let org = Uuid::new_v4();
+        let parsed = parse_args(&args(&[
+            "seed",
+            "--org-id",
+            &org.to_string(),
+            "--agent-status",
+            "active",
+            "--agent-status=suspended",
+        ]));
+        assert_eq!(
+            parsed,
+            Ok(Command::Seed(SeedOptions {
+                org_id: Some(org),
+                agent_statuses: vec![AgentStatus::Active, AgentStatus::Suspended],
+            }))
+        );
+        assert_eq!(
+            parse_args(&args(&["seed"])),
+            Ok(Command::Seed(SeedOptions::default()))
+        );
+        for bad in [
+            &["seed", "--org-id"][..],
+            &["seed", "--org-id", "nope"],
+            &["seed", "--agent-status", "sleeping"],
+            &["seed", "--force"],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

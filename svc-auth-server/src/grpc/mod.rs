@@ -1,0 +1,329 @@
+//! `svc.auth.v1.AuthService`: a thin adapter from proto messages to the [`Verifier`] and the
+//! [`Store`].
+//!
+//! Tenancy is checked here a second time (the store checks it again): the org of every admin
+//! call is the admin token's org, never one taken from the request; a reference to another
+//! org's agent, user or token is PermissionDenied, never NotFound.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use svc_proto::v1;
+use svc_proto::v1::auth_service_server::AuthService;
+use svc_tower::context::Permissions;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+use crate::metrics::AuthMetrics;
+use crate::pat::Pat;
+use crate::store::{AgentStatus, NewToken, Store};
+use crate::verify::{ValidToken, Verifier};
+
+mod convert;
+pub mod status;
+
+use convert::{
+    decode_cursor, encode_cursor, from_timestamp, parse_id, parse_optional_id, timestamp,
+    token_metadata, validate_token_response,
+};
+
+/// ListTokens page size when the request names none.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// Largest ListTokens page; larger requests are clamped.
+pub const MAX_PAGE_SIZE: u32 = 500;
+/// Longest token name, in characters.
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// The AuthService implementation.
+pub struct AuthApi<S> {
+    verifier: Arc<Verifier<S>>,
+    metrics: AuthMetrics,
+}
+
+impl<S> std::fmt::Debug for AuthApi<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthApi").finish_non_exhaustive()
+    }
+}
+
+impl<S: Store> AuthApi<S> {
+    /// A service verifying with `verifier` and recording into `metrics`.
+    pub fn new(verifier: Arc<Verifier<S>>, metrics: AuthMetrics) -> AuthApi<S> {
+        AuthApi { verifier, metrics }
+    }
+
+    fn store(&self) -> &S {
+        self.verifier.store()
+    }
+
+    /// Verifies the `authorization: Bearer <PAT>` metadata and checks `needed`.
+    async fn authorize(
+        &self,
+        operation: &'static str,
+        metadata: &MetadataMap,
+        needed: Permissions,
+        needed_name: &'static str,
+    ) -> Result<ValidToken, Status> {
+        let bearer = bearer(metadata)?;
+        let admin = self
+            .verifier
+            .verify(bearer)
+            .await
+            .map_err(|e| status::verify_error(operation, e))?;
+        if !admin.permissions.contains(needed) {
+            return Err(Status::permission_denied(format!(
+                "the token lacks the {needed_name} permission"
+            )));
+        }
+        Ok(admin)
+    }
+}
+
+/// The PAT of `authorization: Bearer <PAT>`.
+fn bearer(metadata: &MetadataMap) -> Result<&str, Status> {
+    let value = metadata
+        .get("authorization")
+        .ok_or_else(status::missing_token)?;
+    let value = value.to_str().map_err(|_| status::invalid_token())?;
+    match value.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => Ok(token.trim()),
+        _ => Err(status::invalid_token()),
+    }
+}
+
+#[tonic::async_trait]
+impl<S: Store> AuthService for AuthApi<S> {
+    async fn validate_token(
+        &self,
+        request: Request<v1::ValidateTokenRequest>,
+    ) -> Result<Response<v1::ValidateTokenResponse>, Status> {
+        let started = Instant::now();
+        let bearer = &request.get_ref().access_token;
+        let (result, outcome) = if bearer.is_empty() {
+            ("unauthenticated", Err(status::missing_token()))
+        } else {
+            match self.verifier.verify(bearer).await {
+                Ok(token) => ("ok", Ok(Response::new(validate_token_response(token)))),
+                Err(error) if error.is_rejection() => (
+                    "unauthenticated",
+                    Err(status::verify_error("ValidateToken", error)),
+                ),
+                Err(error) => ("error", Err(status::verify_error("ValidateToken", error))),
+            }
+        };
+        self.metrics
+            .observe_validate_token(result, started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    async fn validate_agent(
+        &self,
+        request: Request<v1::ValidateAgentRequest>,
+    ) -> Result<Response<v1::ValidateAgentResponse>, Status> {
+        let started = Instant::now();
+        let (result, outcome) = self.check_agent(request.get_ref()).await;
+        self.metrics
+            .observe_validate_agent(result, started.elapsed().as_secs_f64());
+        outcome.map(Response::new)
+    }
+
+    async fn create_token(
+        &self,
+        request: Request<v1::CreateTokenRequest>,
+    ) -> Result<Response<v1::CreateTokenResponse>, Status> {
+        const OP: &str = "CreateToken";
+        let admin = self
+            .authorize(
+                OP,
+                request.metadata(),
+                Permissions::TOKEN_CREATE,
+                "TOKEN_CREATE",
+            )
+            .await?;
+        let req = request.into_inner();
+        let org_id = parse_id("org_id", &req.org_id)?;
+        let user_id = parse_optional_id("user_id", req.user_id.as_deref())?;
+        let agent_id = parse_optional_id("agent_id", req.agent_id.as_deref())?;
+        let expires_at =
+            match req.expires_at {
+                None => None,
+                Some(at) => Some(from_timestamp(&at).ok_or_else(|| {
+                    Status::invalid_argument("expires_at is not a valid timestamp")
+                })?),
+            };
+        if expires_at.is_some_and(|at| at <= Utc::now()) {
+            return Err(Status::invalid_argument("expires_at is in the past"));
+        }
+        let name = req.name.filter(|name| !name.is_empty());
+        if name
+            .as_ref()
+            .is_some_and(|name| name.chars().count() > MAX_NAME_CHARS)
+        {
+            return Err(Status::invalid_argument(format!(
+                "name is longer than {MAX_NAME_CHARS} characters"
+            )));
+        }
+        if org_id != admin.org_id {
+            return Err(Status::permission_denied("org_id is not the caller's org"));
+        }
+        if req.permissions & !admin.permissions.bits() != 0 {
+            return Err(Status::permission_denied(
+                "the requested permissions exceed the caller's",
+            ));
+        }
+
+        let pat = Pat::generate(Uuid::new_v4());
+        let secret_hash = self
+            .verifier
+            .hasher()
+            .hash(pat.secret())
+            .await
+            .map_err(|e| status::hash_error(OP, e))?;
+        let created = self
+            .store()
+            .create_token(
+                org_id,
+                NewToken {
+                    token_id: pat.token_id(),
+                    user_id,
+                    agent_id,
+                    permissions: Permissions::from_bits(req.permissions),
+                    name,
+                    secret_hash,
+                    expires_at,
+                },
+            )
+            .await
+            .map_err(|e| status::store_error(OP, e))?;
+        tracing::info!(
+            token_id = %created.token_id,
+            org_id = %org_id,
+            issued_by = %admin.token_id,
+            "token created"
+        );
+        Ok(Response::new(v1::CreateTokenResponse {
+            token_id: created.token_id.to_string(),
+            token: pat.expose(),
+            created_at: Some(timestamp(created.created_at)),
+            expires_at: created.expires_at.map(timestamp),
+            permissions: created.permissions.bits(),
+        }))
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<v1::RevokeTokenRequest>,
+    ) -> Result<Response<v1::RevokeTokenResponse>, Status> {
+        const OP: &str = "RevokeToken";
+        let admin = self
+            .authorize(
+                OP,
+                request.metadata(),
+                Permissions::TOKEN_REVOKE,
+                "TOKEN_REVOKE",
+            )
+            .await?;
+        let token_id = parse_id("token_id", &request.get_ref().token_id)?;
+        let revoked = self
+            .store()
+            .revoke_token(admin.org_id, token_id)
+            .await
+            .map_err(|e| status::store_error(OP, e))?
+            .ok_or_else(|| Status::permission_denied("no such token in the caller's org"))?;
+        tracing::info!(
+            token_id = %token_id,
+            org_id = %admin.org_id,
+            revoked_by = %admin.token_id,
+            "token revoked"
+        );
+        Ok(Response::new(v1::RevokeTokenResponse {
+            token_id: revoked.token_id.to_string(),
+            revoked_at: revoked.revoked_at.map(timestamp),
+        }))
+    }
+
+    async fn list_tokens(
+        &self,
+        request: Request<v1::ListTokensRequest>,
+    ) -> Result<Response<v1::ListTokensResponse>, Status> {
+        const OP: &str = "ListTokens";
+        let admin = self
+            .authorize(
+                OP,
+                request.metadata(),
+                Permissions::TOKEN_LIST,
+                "TOKEN_LIST",
+            )
+            .await?;
+        let req = request.into_inner();
+        let page_size = match u32::try_from(req.page_size) {
+            Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
+            Ok(n) => n.min(MAX_PAGE_SIZE),
+        };
+        let after = match req.page_token.as_str() {
+            "" => None,
+            token => Some(decode_cursor(token)?),
+        };
+        // One extra row tells whether another page exists.
+        let mut tokens = self
+            .store()
+            .list_tokens(admin.org_id, after, page_size + 1)
+            .await
+            .map_err(|e| status::store_error(OP, e))?;
+        let next_page_token = if tokens.len() > page_size as usize {
+            tokens.truncate(page_size as usize);
+            tokens
+                .last()
+                .map(|last| encode_cursor(last.cursor()))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(v1::ListTokensResponse {
+            tokens: tokens.into_iter().map(token_metadata).collect(),
+            next_page_token,
+        }))
+    }
+}
+
+impl<S: Store> AuthApi<S> {
+    /// ValidateAgent's decision, with its metric result word.
+    async fn check_agent(
+        &self,
+        req: &v1::ValidateAgentRequest,
+    ) -> (&'static str, Result<v1::ValidateAgentResponse, Status>) {
+        let ids = parse_id("agent_id", &req.agent_id)
+            .and_then(|agent_id| Ok((agent_id, parse_id("org_id", &req.org_id)?)));
+        let (agent_id, org_id) = match ids {
+            Ok(ids) => ids,
+            Err(status) => return ("invalid", Err(status)),
+        };
+        match self.store().agent(org_id, agent_id).await {
+            Ok(Some(agent)) if agent.status == AgentStatus::Active => (
+                "ok",
+                Ok(v1::ValidateAgentResponse {
+                    agent_id: agent.agent_id.to_string(),
+                    org_id: agent.org_id.to_string(),
+                    status: agent.status.as_str().to_owned(),
+                }),
+            ),
+            Ok(Some(_)) => (
+                "denied",
+                Err(status::agent_denied(
+                    status::AGENT_SUSPENDED,
+                    "the agent is not active",
+                )),
+            ),
+            Ok(None) => (
+                "denied",
+                Err(status::agent_denied(
+                    status::AGENT_NOT_AUTHORIZED,
+                    "the agent is not authorized for this org",
+                )),
+            ),
+            Err(error) => ("error", Err(status::store_error("ValidateAgent", error))),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The one place errors become gRPC statuses.
+//!
+//! Rejections say little on purpose: a caller learns "unauthenticated" or "permission denied",
+//! never whether a token id exists, which check failed, or what another org holds. Server
+//! faults are logged here with their cause and reach the caller as a bare `Internal`.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::fmt;
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::store::StoreError;
+use crate::verify::{HashError, VerifyError};
+
+/// The `domain` of every ErrorInfo this service sends.
+pub const ERROR_DOMAIN: &str = "svc.auth.v1";
+/// ErrorInfo reason: the agent is unknown or belongs to another org.
+pub const AGENT_NOT_AUTHORIZED: &str = "AGENT_NOT_AUTHORIZED";
+/// ErrorInfo reason: the agent is paused, suspended or archived.
+pub const AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
+
+/// `error: cause: cause` on one line.
+struct Chain<'a>(&'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// Logs a server fault and returns a generic Internal.
+pub(crate) fn internal(operation: &'static str, error: &(dyn Error + 'static)) -> Status {
+    tracing::error!(operation, error = %Chain(error), "request failed");
+    Status::internal("internal error")
+}
+
+pub(crate) fn missing_token() -> Status {
+    Status::unauthenticated("missing token")
+}
+
+pub(crate) fn invalid_token() -> Status {
+    Status::unauthenticated("invalid token")
+}
+
+/// Unauthenticated for a rejected token, Internal for a store or hashing fault.
+pub(crate) fn verify_error(operation: &'static str, error: VerifyError) -> Status {
+    match error {
+        VerifyError::Store(ref cause) => internal(operation, cause),
+        VerifyError::Hash(ref cause) => internal(operation, cause),
+        rejected => {
+            tracing::debug!(operation, reason = rejected.reason(), "token rejected");
+            invalid_token()
+        }
+    }
+}
+
+/// PermissionDenied for references outside the org, Internal for faults.
+pub(crate) fn store_error(operation: &'static str, error: StoreError) -> Status {
+    match error {
+        StoreError::NotInOrg(reference) => {
+            Status::permission_denied(format!("the {reference} is not in the caller's org"))
+        }
+        other => internal(operation, &other),
+    }
+}
+
+pub(crate) fn hash_error(operation: &'static str, error: HashError) -> Status {
+    internal(operation, &error)
+}
+
+/// PermissionDenied carrying a google.rpc.ErrorInfo with `reason`.
+pub(crate) fn agent_denied(reason: &'static str, message: &'static str) -> Status {
+    Status::with_error_details(
+        Code::PermissionDenied,
+        message,
+        ErrorDetails::with_error_info(reason, ERROR_DOMAIN, HashMap::<String, String>::new()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_denials_carry_the_reason() {
+        let status = agent_denied(AGENT_SUSPENDED, "agent is not active");
+        assert_eq!(status.code(), Code::PermissionDenied);
+        let info = status.get_error_details().error_info().cloned().unwrap();
+        assert_eq!(info.reason, AGENT_SUSPENDED);
+        assert_eq!(info.domain, ERROR_DOMAIN);
+    }
+
+    #[test]
+    fn faults_are_generic_internals() {
+        let status = store_error(
+            "test",
+            StoreError::Unavailable("connect to 10.0.0.1 failed".into()),
+        );
+        assert_eq!(status.code(), Code::Internal);
+        assert_eq!(status.message(), "internal error");
+        let status = verify_error("test", VerifyError::Revoked);
+        assert_eq!(status.code(), Code::Unauthenticated);
+        assert_eq!(status.message(), "invalid token");
+    }
+}

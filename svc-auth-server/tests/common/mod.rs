@@ -1,0 +1,188 @@
+//! A real auth server on loopback over a fresh, migrated PostgreSQL database.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use svc_auth_server::config::Config;
+use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
+use svc_auth_server::store::{AgentStatus, PgStore, postgres::PoolSettings};
+use svc_auth_server::{RunningServer, Server};
+use svc_proto::v1;
+use svc_proto::v1::auth_service_client::AuthServiceClient;
+use svc_testkit::TestDb;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+use uuid::Uuid;
+
+pub type Client = AuthServiceClient<Channel>;
+
+pub struct Harness {
+    pub db: TestDb,
+    pub config: Config,
+    pub server: RunningServer,
+    /// An org with one agent per status (active, paused, suspended, archived).
+    pub seed: SeedOutput,
+    pub client: Client,
+}
+
+pub async fn migrated_db() -> TestDb {
+    let db = TestDb::create().await;
+    svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
+        .await
+        .expect("migrate");
+    db
+}
+
+pub async fn start() -> Harness {
+    start_with(|_| {}).await
+}
+
+pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Harness {
+    let db = migrated_db().await;
+    let mut config = Config::local(db.url());
+    tweak(&mut config);
+    let server = Server::start(config.clone()).await.expect("server starts");
+    let seed = seed_org(&config, None).await;
+    let client = connect(server.grpc_addr).await;
+    Harness {
+        db,
+        config,
+        server,
+        seed,
+        client,
+    }
+}
+
+/// Seeds an org (a new one unless `org_id`) with one agent in each status.
+pub async fn seed_org(config: &Config, org_id: Option<Uuid>) -> SeedOutput {
+    seed::run_with_config(
+        config,
+        &SeedOptions {
+            org_id,
+            agent_statuses: AgentStatus::ALL.to_vec(),
+        },
+    )
+    .await
+    .expect("seed")
+}
+
+pub async fn connect(addr: SocketAddr) -> Client {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("connect to the gRPC server");
+    AuthServiceClient::new(channel)
+}
+
+/// A store over the harness database, for writing fixtures without the API.
+pub fn store(config: &Config) -> PgStore {
+    PgStore::connect_lazy(config.postgres_dsn.expose(), &PoolSettings::default()).unwrap()
+}
+
+pub fn bearer<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}
+
+pub async fn validate(
+    client: &mut Client,
+    token: &str,
+) -> Result<v1::ValidateTokenResponse, tonic::Status> {
+    client
+        .validate_token(v1::ValidateTokenRequest {
+            access_token: token.to_owned(),
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+pub async fn assert_unauthenticated(client: &mut Client, token: &str) {
+    let status = validate(client, token).await.expect_err("token rejected");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+}
+
+pub fn create_request(org_id: Uuid, permissions: i64) -> v1::CreateTokenRequest {
+    v1::CreateTokenRequest {
+        org_id: org_id.to_string(),
+        user_id: None,
+        agent_id: None,
+        permissions,
+        expires_at: None,
+        name: Some("test".into()),
+    }
+}
+
+pub async fn create_token(
+    client: &mut Client,
+    admin: &str,
+    request: v1::CreateTokenRequest,
+) -> Result<v1::CreateTokenResponse, tonic::Status> {
+    client
+        .create_token(bearer(request, admin))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+pub fn agent_id(seed: &SeedOutput, status: &str) -> Uuid {
+    seed.agents
+        .iter()
+        .find(|agent| agent.status == status)
+        .map(|agent| agent.agent_id)
+        .expect("seeded agent")
+}
+
+/// The google.rpc.ErrorInfo reason of a status.
+pub fn error_reason(status: &tonic::Status) -> Option<String> {
+    use tonic_types::StatusExt;
+    status
+        .get_error_details()
+        .error_info()
+        .map(|info| info.reason.clone())
+}
+
+/// A raw HTTP/1.1 GET: (status, headers lowercased, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<(String, String)>, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a full response");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+/// A FaultProxy in front of the database of `dsn`, and the DSN going through it.
+pub async fn through_proxy(dsn: &str) -> (svc_testkit::FaultProxy, String) {
+    let mut url = url::Url::parse(dsn).unwrap();
+    let host = url.host_str().unwrap_or("127.0.0.1").to_owned();
+    let port = url.port().unwrap_or(5432);
+    let target = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = svc_testkit::FaultProxy::start(target).await;
+    url.set_host(Some("127.0.0.1")).unwrap();
+    url.set_port(Some(proxy.addr().port())).unwrap();
+    (proxy, url.to_string())
+}
