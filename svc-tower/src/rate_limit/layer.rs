@@ -39,6 +39,7 @@ pub struct OrgRateLimitLayer<S> {
     config: Arc<Config>,
 }
 
+#[derive(Clone)]
 struct Config {
     limit: u32,
     timeout: Duration,
@@ -84,15 +85,7 @@ impl<S> OrgRateLimitLayer<S> {
     }
 
     fn config_mut(&mut self) -> &mut Config {
-        // Builders run before the layer is cloned anywhere; copy if someone cloned early.
-        if Arc::get_mut(&mut self.config).is_none() {
-            self.config = Arc::new(Config {
-                limit: self.config.limit,
-                timeout: self.config.timeout,
-                metrics: self.config.metrics.clone(),
-            });
-        }
-        Arc::get_mut(&mut self.config).expect("config was just made unique")
+        Arc::make_mut(&mut self.config)
     }
 }
 

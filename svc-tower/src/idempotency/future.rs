@@ -1,0 +1,441 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Full;
+use http_body_util::combinators::Collect;
+use pin_project_lite::pin_project;
+use tokio::time::{Timeout, timeout};
+use tower::{BoxError, Service};
+use uuid::Uuid;
+
+use super::fingerprint::Fingerprint;
+use super::layer::{Config, IDEMPOTENT_REPLAYED, STORED_HEADERS};
+use super::store::{Claim, ClaimToken, IdempotencyStore, StoredResponse};
+use crate::body::ResponseBody;
+use crate::body_limit::is_length_limit_error;
+use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
+use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
+
+static WARN: WarnThrottle = WarnThrottle::new("idempotency");
+
+/// How long a release spawned for an abandoned request may take; nobody waits for it.
+const BACKGROUND_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a request with a key is deduplicated by.
+pub(crate) struct Scope {
+    pub(crate) org_id: Uuid,
+    pub(crate) key: Arc<str>,
+    pub(crate) route: String,
+}
+
+pin_project! {
+    /// Response future of [`Idempotency`](super::Idempotency).
+    pub struct ResponseFuture<S, I, ReqBody, ResBody>
+    where
+        S: IdempotencyStore,
+        I: Service<Request<Full<Bytes>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        #[pin]
+        state: State<S, I, ReqBody, ResBody>,
+        store: S,
+        config: Arc<Config>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, I, ReqBody, ResBody>
+    where
+        S: IdempotencyStore,
+        I: Service<Request<Full<Bytes>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        Reject { error: Option<ApiError> },
+        // Buffering the request body, which the inner service gets whole.
+        Reading {
+            #[pin]
+            collect: Collect<ReqBody>,
+            parts: Option<Parts>,
+            inner: Option<I>,
+            scope: Option<Scope>,
+        },
+        Claiming {
+            #[pin]
+            claim: Timeout<StoreFuture<Claim>>,
+            request: Option<Request<Full<Bytes>>>,
+            inner: Option<I>,
+            scope: Option<Scope>,
+        },
+        // No key, no org, or the store failed: the inner response goes out untouched.
+        Forward { #[pin] future: I::Future },
+        // The inner service runs under our claim.
+        Calling {
+            #[pin]
+            future: I::Future,
+            guard: Option<ClaimGuard<S>>,
+        },
+        // A response that must not be stored: free the key before answering, so a retry
+        // that follows at once finds it free.
+        Releasing {
+            #[pin]
+            release: Timeout<StoreFuture<bool>>,
+            response: Option<Response<ResBody>>,
+        },
+        Buffering {
+            #[pin]
+            collect: Collect<ResBody>,
+            parts: Option<http::response::Parts>,
+            guard: Option<ClaimGuard<S>>,
+        },
+        Committing {
+            #[pin]
+            commit: Timeout<StoreFuture<bool>>,
+            response: Option<Response<Bytes>>,
+            guard: Option<ClaimGuard<S>>,
+        },
+    }
+}
+
+impl<S, I, ReqBody, ResBody> ResponseFuture<S, I, ReqBody, ResBody>
+where
+    S: IdempotencyStore,
+    I: Service<Request<Full<Bytes>>>,
+    ReqBody: Body,
+    ResBody: Body,
+{
+    pub(crate) fn reject(error: ApiError, store: S, config: Arc<Config>) -> Self {
+        ResponseFuture {
+            state: State::Reject { error: Some(error) },
+            store,
+            config,
+        }
+    }
+
+    pub(crate) fn new(
+        collect: Collect<ReqBody>,
+        parts: Parts,
+        inner: I,
+        scope: Option<Scope>,
+        store: S,
+        config: Arc<Config>,
+    ) -> Self {
+        ResponseFuture {
+            state: State::Reading {
+                collect,
+                parts: Some(parts),
+                inner: Some(inner),
+                scope,
+            },
+            store,
+            config,
+        }
+    }
+}
+
+type Output<ResBody, E> = Result<Response<ResponseBody<ResBody>>, E>;
+
+impl<S, I, ReqBody, ResBody> Future for ResponseFuture<S, I, ReqBody, ResBody>
+where
+    S: IdempotencyStore + Clone,
+    I: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    type Output = Output<ResBody, I::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let (store, config) = (&*this.store, &**this.config);
+            let next = match this.state.as_mut().project() {
+                StateProj::Reject { error } => {
+                    let error = error.take().expect("polled after completion");
+                    return Poll::Ready(Ok(reject(error)));
+                }
+                StateProj::Reading {
+                    collect,
+                    parts,
+                    inner,
+                    scope,
+                } => {
+                    let collected = ready!(collect.poll(cx));
+                    let (Some(parts), Some(mut inner)) = (parts.take(), inner.take()) else {
+                        panic!("polled after completion")
+                    };
+                    let bytes = match collected {
+                        Ok(collected) => collected.to_bytes(),
+                        Err(error) => return Poll::Ready(Ok(reject(unreadable(error.into())))),
+                    };
+                    let Some(scope) = scope.take() else {
+                        let request = Request::from_parts(parts, Full::new(bytes));
+                        this.state.set(State::Forward {
+                            future: inner.call(request),
+                        });
+                        continue;
+                    };
+                    let (fingerprint, json) =
+                        Fingerprint::compute_parsed(&parts.method, &scope.route, &bytes);
+                    if json.as_ref().and_then(|j| j.get("stream")) == Some(&true.into()) {
+                        return Poll::Ready(Ok(reject(streaming_with_key())));
+                    }
+                    let claim = timeout(
+                        config.timeout,
+                        store.claim(scope.org_id, &scope.key, fingerprint, config.pending_ttl),
+                    );
+                    State::Claiming {
+                        claim,
+                        request: Some(Request::from_parts(parts, Full::new(bytes))),
+                        inner: Some(inner),
+                        scope: Some(scope),
+                    }
+                }
+                StateProj::Claiming {
+                    claim,
+                    request,
+                    inner,
+                    scope,
+                } => {
+                    let claim = ready!(claim.poll(cx));
+                    let (Some(request), Some(mut inner), Some(scope)) =
+                        (request.take(), inner.take(), scope.take())
+                    else {
+                        panic!("polled after completion")
+                    };
+                    match claim {
+                        Ok(Ok(Claim::Claimed(token))) => State::Calling {
+                            future: inner.call(request),
+                            guard: Some(ClaimGuard {
+                                store: store.clone(),
+                                org_id: scope.org_id,
+                                key: scope.key,
+                                token,
+                                armed: true,
+                            }),
+                        },
+                        Ok(Ok(Claim::InProgress)) => {
+                            let error =
+                                ApiError::new(ErrorCode::IdempotencyInProgress).with_retry_after(1);
+                            return Poll::Ready(Ok(reject(error)));
+                        }
+                        Ok(Ok(Claim::Committed(stored))) => {
+                            return Poll::Ready(Ok(replay(stored)));
+                        }
+                        Ok(Ok(Claim::Mismatch)) => {
+                            let error = ApiError::new(ErrorCode::IdempotencyKeyReuse).with_header(
+                                X_SHOULD_RETRY.clone(),
+                                HeaderValue::from_static("false"),
+                            );
+                            return Poll::Ready(Ok(reject(error)));
+                        }
+                        Ok(Err(error)) => {
+                            fail_open(config, FailureKind::Error, Some(&error));
+                            State::Forward {
+                                future: inner.call(request),
+                            }
+                        }
+                        Err(_elapsed) => {
+                            fail_open(config, FailureKind::Timeout, None);
+                            State::Forward {
+                                future: inner.call(request),
+                            }
+                        }
+                    }
+                }
+                StateProj::Forward { future } => {
+                    let response = ready!(future.poll(cx))?;
+                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                }
+                StateProj::Calling { future, guard } => {
+                    // On an inner error the guard drops with this future and frees the key.
+                    let response = ready!(future.poll(cx))?;
+                    let guard = guard.take().expect("polled after completion");
+                    if storable(&response) {
+                        let (parts, body) = response.into_parts();
+                        State::Buffering {
+                            collect: http_body_util::BodyExt::collect(body),
+                            parts: Some(parts),
+                            guard: Some(guard),
+                        }
+                    } else {
+                        State::Releasing {
+                            release: timeout(config.timeout, guard.release()),
+                            response: Some(response),
+                        }
+                    }
+                }
+                StateProj::Releasing { release, response } => {
+                    match ready!(release.poll(cx)) {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => fail_open(config, FailureKind::Error, Some(&error)),
+                        Err(_elapsed) => fail_open(config, FailureKind::Timeout, None),
+                    }
+                    let response = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                }
+                StateProj::Buffering {
+                    collect,
+                    parts,
+                    guard,
+                } => {
+                    let collected = ready!(collect.poll(cx));
+                    let (Some(parts), Some(guard)) = (parts.take(), guard.take()) else {
+                        panic!("polled after completion")
+                    };
+                    let bytes = match collected {
+                        Ok(collected) => collected.to_bytes(),
+                        Err(_) => {
+                            // The inner body broke off: nothing to store; the guard frees the
+                            // key as it drops.
+                            drop(guard);
+                            let error = ApiError::new(ErrorCode::ProviderUnavailable);
+                            return Poll::Ready(Ok(reject(error)));
+                        }
+                    };
+                    let stored = StoredResponse {
+                        status: parts.status,
+                        headers: stored_headers(&parts.headers),
+                        body: bytes.clone(),
+                    };
+                    let commit = timeout(config.timeout, guard.commit(stored, config.ttl));
+                    State::Committing {
+                        commit,
+                        response: Some(Response::from_parts(parts, bytes)),
+                        guard: Some(guard),
+                    }
+                }
+                StateProj::Committing {
+                    commit,
+                    response,
+                    guard,
+                } => {
+                    let committed = ready!(commit.poll(cx));
+                    let mut guard = guard.take().expect("polled after completion");
+                    match committed {
+                        // `false`: the claim expired and was taken over; the new holder's
+                        // request decides what the key replays.
+                        Ok(Ok(_)) => guard.disarm(),
+                        // The commit may or may not have landed: the guard's release is a
+                        // compare-and-set on our claim, harmless if it did.
+                        Ok(Err(error)) => fail_open(config, FailureKind::Error, Some(&error)),
+                        Err(_elapsed) => fail_open(config, FailureKind::Timeout, None),
+                    }
+                    drop(guard);
+                    let response = response.take().expect("polled after completion");
+                    return Poll::Ready(Ok(response.map(ResponseBody::full)));
+                }
+            };
+            this.state.set(next);
+        }
+    }
+}
+
+/// A claim held by a running request. Dropped while armed (the client went away, the inner
+/// service failed), it frees the key in the background, best effort.
+pub(crate) struct ClaimGuard<S: IdempotencyStore> {
+    store: S,
+    org_id: Uuid,
+    key: Arc<str>,
+    token: ClaimToken,
+    armed: bool,
+}
+
+impl<S: IdempotencyStore> ClaimGuard<S> {
+    fn release(mut self) -> StoreFuture<bool> {
+        self.armed = false;
+        self.store.release(self.org_id, &self.key, &self.token)
+    }
+
+    fn commit(&self, response: StoredResponse, ttl: Duration) -> StoreFuture<bool> {
+        self.store
+            .commit(self.org_id, &self.key, &self.token, response, ttl)
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl<S: IdempotencyStore> Drop for ClaimGuard<S> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let release = timeout(
+            BACKGROUND_RELEASE_TIMEOUT,
+            self.store.release(self.org_id, &self.key, &self.token),
+        );
+        runtime.spawn(async move {
+            let _ = release.await;
+        });
+    }
+}
+
+/// Whether a response is stored for replay. Transient failures (429, 5xx) are not, so the
+/// same key can retry; nor are rejections the error envelope will render (they carry an
+/// [`ApiError`] and a placeholder body), so they re-run rather than replay an empty body.
+fn storable<B>(response: &Response<B>) -> bool {
+    let status = response.status();
+    status != StatusCode::TOO_MANY_REQUESTS
+        && !status.is_server_error()
+        && response.extensions().get::<ApiError>().is_none()
+}
+
+fn stored_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut stored = HeaderMap::new();
+    for name in &STORED_HEADERS {
+        for value in headers.get_all(name) {
+            stored.append(name.clone(), value.clone());
+        }
+    }
+    stored
+}
+
+fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
+    let mut response = Response::new(ResponseBody::full(stored.body));
+    *response.status_mut() = stored.status;
+    *response.headers_mut() = stored.headers;
+    response.headers_mut().insert(
+        IDEMPOTENT_REPLAYED.clone(),
+        HeaderValue::from_static("true"),
+    );
+    response
+}
+
+fn reject<B>(error: ApiError) -> Response<ResponseBody<B>> {
+    error.into_response_with(ResponseBody::empty())
+}
+
+fn unreadable(error: BoxError) -> ApiError {
+    if is_length_limit_error(&*error) {
+        ApiError::new(ErrorCode::PayloadTooLarge)
+    } else {
+        ApiError::new(ErrorCode::InvalidJson).with_message("The request body could not be read.")
+    }
+}
+
+fn streaming_with_key() -> ApiError {
+    ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
+        "stream",
+        FieldErrorCode::InvalidEnum,
+        "stream must be false or absent when Idempotency-Key is present.",
+    ))
+}
+
+fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {
+    WARN.fail_open(config.metrics.as_ref(), kind, error);
+}

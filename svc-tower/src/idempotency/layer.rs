@@ -1,0 +1,267 @@
+use std::fmt;
+use std::mem;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderName, Request, Response, header};
+use http_body::Body;
+use http_body_util::{BodyExt, Full};
+use tower::{BoxError, Layer, Service};
+use uuid::Uuid;
+
+use super::future::{ResponseFuture, Scope};
+use super::store::IdempotencyStore;
+use crate::context::OrgContext;
+use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
+use crate::metrics::ProxyMetrics;
+
+/// `Idempotency-Key`: the client's key for one logical request.
+pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// `Idempotent-Replayed: true` marks a response served from the store.
+pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+/// The response headers stored with a committed response and replayed with it.
+pub const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::CONTENT_ENCODING];
+
+/// The longest accepted `Idempotency-Key`, in characters.
+pub const MAX_KEY_CHARS: usize = 256;
+/// How long a committed response is replayed.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a claim holds a key without a commit: longer than the provider timeout (60 s by
+/// default), bounded so a crashed replica never wedges a key.
+pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(120);
+/// The budget of one store operation before the layer fails open.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+
+type RouteFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) ttl: Duration,
+    pub(crate) pending_ttl: Duration,
+    pub(crate) timeout: Duration,
+    pub(crate) metrics: Option<ProxyMetrics>,
+    route: Option<RouteFn>,
+}
+
+impl Config {
+    fn route(&self, parts: &Parts) -> String {
+        match &self.route {
+            Some(route) => route(parts),
+            None => parts.uri.path().to_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("ttl", &self.ttl)
+            .field("pending_ttl", &self.pending_ttl)
+            .field("timeout", &self.timeout)
+            .field("metrics", &self.metrics.is_some())
+            .field("route_fn", &self.route.is_some())
+            .finish()
+    }
+}
+
+/// Applies [`Idempotency`]: replays completed requests that carry an `Idempotency-Key`.
+#[derive(Clone)]
+pub struct IdempotencyLayer<S> {
+    store: S,
+    config: Arc<Config>,
+}
+
+impl<S: fmt::Debug> fmt::Debug for IdempotencyLayer<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IdempotencyLayer")
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S> IdempotencyLayer<S> {
+    /// Deduplicates requests through `store`, with the default TTLs and timeout.
+    pub fn new(store: S) -> IdempotencyLayer<S> {
+        IdempotencyLayer {
+            store,
+            config: Arc::new(Config {
+                ttl: DEFAULT_TTL,
+                pending_ttl: DEFAULT_PENDING_TTL,
+                timeout: DEFAULT_TIMEOUT,
+                metrics: None,
+                route: None,
+            }),
+        }
+    }
+
+    /// How long a committed response is replayed (default 24 h).
+    pub fn ttl(mut self, ttl: Duration) -> IdempotencyLayer<S> {
+        Arc::make_mut(&mut self.config).ttl = ttl;
+        self
+    }
+
+    /// How long a claim lives without a commit (default 120 s). Keep it above the inner
+    /// service's own timeout, or a slow request loses its claim and runs twice.
+    pub fn pending_ttl(mut self, pending_ttl: Duration) -> IdempotencyLayer<S> {
+        Arc::make_mut(&mut self.config).pending_ttl = pending_ttl;
+        self
+    }
+
+    /// The budget of each store operation (default 50 ms); past it the request proceeds
+    /// without deduplication.
+    pub fn timeout(mut self, timeout: Duration) -> IdempotencyLayer<S> {
+        Arc::make_mut(&mut self.config).timeout = timeout;
+        self
+    }
+
+    /// Counts failed-open store operations in
+    /// `svc_proxy_store_failures_total{store="idempotency"}`.
+    pub fn metrics(mut self, metrics: ProxyMetrics) -> IdempotencyLayer<S> {
+        Arc::make_mut(&mut self.config).metrics = Some(metrics);
+        self
+    }
+
+    /// The route that enters the fingerprint, from the request head (default: the path).
+    /// A gateway with alias paths maps them onto the canonical route here, so the same
+    /// request through either path replays.
+    pub fn route_fn<F>(mut self, route: F) -> IdempotencyLayer<S>
+    where
+        F: Fn(&Parts) -> String + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.config).route = Some(Arc::new(route));
+        self
+    }
+}
+
+impl<S: Clone, I> Layer<I> for IdempotencyLayer<S> {
+    type Service = Idempotency<S, I>;
+
+    fn layer(&self, inner: I) -> Idempotency<S, I> {
+        Idempotency {
+            inner,
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// Deduplicates requests by `Idempotency-Key`, per org; see the [module docs](super).
+#[derive(Clone)]
+pub struct Idempotency<S, I> {
+    inner: I,
+    store: S,
+    config: Arc<Config>,
+}
+
+impl<S: fmt::Debug, I: fmt::Debug> fmt::Debug for Idempotency<S, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Idempotency")
+            .field("inner", &self.inner)
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl<S: Clone, I> Idempotency<S, I> {
+    /// A layer with `IdempotencyLayer::new(store)`.
+    pub fn layer(store: S) -> IdempotencyLayer<S> {
+        IdempotencyLayer::new(store)
+    }
+}
+
+impl<S, I, ReqBody, ResBody> Service<Request<ReqBody>> for Idempotency<S, I>
+where
+    S: IdempotencyStore + Clone,
+    I: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<crate::body::ResponseBody<ResBody>>;
+    type Error = I::Error;
+    type Future = ResponseFuture<S, I, ReqBody, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), I::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (mut parts, body) = request.into_parts();
+        let scope = match scope(&parts) {
+            Ok(scope) => scope,
+            Err(error) => {
+                return ResponseFuture::reject(
+                    error.into(),
+                    self.store.clone(),
+                    self.config.clone(),
+                );
+            }
+        };
+        // The key is this layer's business: the inner service (a provider) never sees it.
+        parts.headers.remove(&IDEMPOTENCY_KEY);
+        let scope = scope.map(|(org_id, key)| Scope {
+            org_id,
+            key,
+            route: self.config.route(&parts),
+        });
+        // The clone may not be ready; the service we were polled ready on goes to the future.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        ResponseFuture::new(
+            body.collect(),
+            parts,
+            inner,
+            scope,
+            self.store.clone(),
+            self.config.clone(),
+        )
+    }
+}
+
+/// The org and key of a request that asks for deduplication; `None` to pass it through.
+fn scope(parts: &Parts) -> Result<Option<(Uuid, Arc<str>)>, InvalidKey> {
+    let Some(org) = parts.extensions.get::<OrgContext>() else {
+        return Ok(None);
+    };
+    let Some(value) = parts.headers.get(&IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let Ok(key) = std::str::from_utf8(value.as_bytes()) else {
+        return Err(InvalidKey(
+            FieldErrorCode::InvalidFormat,
+            "Idempotency-Key must be text.",
+        ));
+    };
+    if key.chars().count() > MAX_KEY_CHARS {
+        return Err(InvalidKey(
+            FieldErrorCode::TooLong,
+            "Idempotency-Key must be at most 256 characters.",
+        ));
+    }
+    if key.is_empty() {
+        return Err(InvalidKey(
+            FieldErrorCode::InvalidFormat,
+            "Idempotency-Key must not be empty.",
+        ));
+    }
+    Ok(Some((org.org_id, Arc::from(key))))
+}
+
+/// Why an `Idempotency-Key` header was refused.
+struct InvalidKey(FieldErrorCode, &'static str);
+
+impl From<InvalidKey> for ApiError {
+    fn from(InvalidKey(code, message): InvalidKey) -> ApiError {
+        ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
+            "Idempotency-Key",
+            code,
+            message,
+        ))
+    }
+}
