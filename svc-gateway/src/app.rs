@@ -8,6 +8,8 @@ use axum::Router;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
+use svc_tower::agent::AgentCheckLayer;
+use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::health::Readiness;
@@ -40,9 +42,9 @@ pub enum StartError {
     /// `POSTGRES_DSN` could not be used.
     #[error(transparent)]
     Sessions(#[from] session::store::InvalidDsn),
-    /// `SVC_AUTH_GRPC_ADDR` is not a usable endpoint.
-    #[error("SVC_AUTH_GRPC_ADDR: not a usable gRPC endpoint")]
-    AuthEndpoint(#[source] tonic::transport::Error),
+    /// The auth service channel could not be set up.
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthSetupError),
     /// The listen address could not be bound.
     #[error("cannot listen on the configured address")]
     Bind(#[source] std::io::Error),
@@ -55,6 +57,7 @@ pub enum StartError {
 /// and recovers on its own.
 pub struct Gateway {
     config: Arc<Config>,
+    auth: GrpcAuthClient,
     registry: Registry,
     redis: Option<RedisPool>,
     sessions: Option<SessionStore>,
@@ -75,7 +78,8 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// Builds every dependency the configuration names.
+    /// Builds every dependency the configuration names. Call it inside a Tokio runtime (the
+    /// auth channel spawns its worker there).
     pub fn new(config: Config) -> Result<Gateway, StartError> {
         let registry = Registry::from_config(&config.provider)?;
         let redis = match &config.redis_url {
@@ -86,10 +90,10 @@ impl Gateway {
             Some(dsn) => Some(SessionStore::connect_lazy(dsn.expose())?),
             None => None,
         };
-        let auth_checker =
-            AuthGrpcChecker::new(&config.auth.endpoint).map_err(StartError::AuthEndpoint)?;
+        let channel = crate::auth::channel(&config.auth)?;
+        let auth = crate::auth::client(channel.clone(), &config.auth);
         let readiness = Arc::new(readiness::readiness(
-            auth_checker,
+            AuthGrpcChecker::from_channel(channel),
             RedisChecker::new(redis.clone()),
         ));
 
@@ -106,6 +110,7 @@ impl Gateway {
 
         Ok(Gateway {
             config: Arc::new(config),
+            auth,
             registry,
             redis,
             sessions,
@@ -153,6 +158,8 @@ impl Gateway {
     /// The route table inside the layer stack.
     pub fn router(&self) -> Router {
         let config = &self.config;
+        let pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
 
@@ -170,15 +177,20 @@ impl Gateway {
                 // A declared oversize body is refused before any I/O, a streamed one as the
                 // handler reads it.
                 .layer(BodyLimitLayer::new(config.max_request_body_bytes))
-                // PatAuth (+ RequirePermission CHAT_COMPLETIONS) and AgentCheck: land here,
-                // so nothing below runs for an unknown token or agent.
+                // The token, before anything that costs more than a header check.
+                .layer(pat_auth.clone())
+                // The agent, with the token's org (never the client's word for it).
+                .layer(agent_check.clone())
+                .layer(RequirePermissionLayer::chat_completions())
                 // The limit is per org, known only after authentication; it runs before the
                 // body is parsed, so a refused request costs one Redis round trip.
                 .layer(rate_limit.clone()),
         );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
-                // PatAuth and AgentCheck: land here (the probe needs no permission bit).
+                // A valid token and agent are all the probe needs: no permission bit.
+                .layer(pat_auth)
+                .layer(agent_check)
                 .layer(rate_limit),
         );
         let ops = Router::new()

@@ -9,6 +9,7 @@
 //! (parse and validate), Idempotency and the provider.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod forward;
 pub mod http_metrics;

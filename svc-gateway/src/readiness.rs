@@ -4,23 +4,18 @@
 //! messages are fixed phrases: `/ready` is unauthenticated, so it never shows an address,
 //! a URL or an error text from a dependency.
 
-use std::time::Duration;
-
 use futures_util::future::BoxFuture;
 use svc_proto::v1::ValidateTokenRequest;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_tower::health::{Checker, Readiness};
 use svc_tower::store::RedisPool;
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// A well-formed PAT that names no token: the auth service answers Unauthenticated, which
 /// proves it is up without touching any real credential.
 pub const PROBE_TOKEN: &str =
     "svc_pat_00000000-0000-0000-0000-000000000000_svcreadinessprobe0000000000000000000000000000";
-
-/// Connection setup bound of the readiness channel; inside the per-check budget.
-pub const PROBE_CONNECT_TIMEOUT: Duration = Duration::from_millis(400);
 
 /// `auth_grpc`: ValidateToken with [`PROBE_TOKEN`]; OK or Unauthenticated count as reachable.
 #[derive(Debug, Clone)]
@@ -29,15 +24,6 @@ pub struct AuthGrpcChecker {
 }
 
 impl AuthGrpcChecker {
-    /// A checker on its own lazily connecting channel to `endpoint` (`http://host:port`).
-    pub fn new(endpoint: &str) -> Result<AuthGrpcChecker, tonic::transport::Error> {
-        let channel = Endpoint::from_shared(endpoint.to_owned())?
-            .connect_timeout(PROBE_CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .connect_lazy();
-        Ok(AuthGrpcChecker::from_channel(channel))
-    }
-
     /// A checker sharing an existing channel.
     pub fn from_channel(channel: Channel) -> AuthGrpcChecker {
         AuthGrpcChecker {

@@ -99,7 +99,7 @@ pub fn chat_request(headers: &HeaderMap, body: Bytes) -> Result<ChatRequest, Api
     if stream && idempotency_key.is_some() {
         errors.push(
             "stream",
-            FieldErrorCode::InvalidFormat,
+            FieldErrorCode::InvalidEnum,
             "stream must be false or absent when Idempotency-Key is present",
         );
     }

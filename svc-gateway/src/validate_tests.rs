@@ -265,7 +265,7 @@ fn idempotency_key_rules() {
     streaming["stream"] = json!(true);
     assert_eq!(
         field_errors(with_key("key-1", streaming)),
-        one("stream", "INVALID_FORMAT")
+        one("stream", "INVALID_ENUM")
     );
 }
 

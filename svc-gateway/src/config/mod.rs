@@ -372,6 +372,13 @@ fn auth_config(vars: &Vars<'_>, production: bool) -> Result<AuthConfig, ConfigEr
             "production requires https:// (or SVC_GRPC_ALLOW_PLAINTEXT=true)",
         ));
     }
+    let tls_ca = vars.get(SVC_AUTH_GRPC_TLS_CA).map(str::to_owned);
+    if tls && tls_ca.is_none() {
+        return Err(ConfigError::new(
+            SVC_AUTH_GRPC_TLS_CA,
+            "is required with an https:// SVC_AUTH_GRPC_ADDR",
+        ));
+    }
     let tls_cert = vars.get(SVC_AUTH_GRPC_TLS_CERT).map(str::to_owned);
     let tls_key = vars.get(SVC_AUTH_GRPC_TLS_KEY).map(str::to_owned);
     if tls_cert.is_some() != tls_key.is_some() {
@@ -392,7 +399,7 @@ fn auth_config(vars: &Vars<'_>, production: bool) -> Result<AuthConfig, ConfigEr
             DEFAULT_AUTH_VALIDATE_TIMEOUT,
             parse::duration,
         )?,
-        tls_ca: vars.get(SVC_AUTH_GRPC_TLS_CA).map(str::to_owned),
+        tls_ca,
         tls_cert,
         tls_key,
     })

@@ -48,7 +48,11 @@ fn auth_addr_accepts_schemes() {
         ("http://auth:9091", "http://auth:9091"),
         ("https://auth.internal:443/", "https://auth.internal:443"),
     ] {
-        let c = Config::from_map([("SVC_AUTH_GRPC_ADDR", raw)]).unwrap();
+        let c = Config::from_map([
+            ("SVC_AUTH_GRPC_ADDR", raw),
+            ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
+        ])
+        .unwrap();
         assert_eq!(c.auth.endpoint, want);
     }
     for bad in ["auth", "grpc://auth:1", "http://auth", "auth:notaport"] {
@@ -153,6 +157,7 @@ fn production_refuses_unsafe_defaults() {
     assert_eq!(c.otel.deployment_environment, "production");
     let tls = Config::from_map([
         ("SVC_AUTH_GRPC_ADDR", "https://auth:9091"),
+        ("SVC_AUTH_GRPC_TLS_CA", "/etc/tls/ca.pem"),
         ("SVC_ENV", "production"),
         ("SVC_PROVIDER_BASE_URL", "https://api.openai.com/v1"),
     ])
@@ -209,6 +214,12 @@ fn empty_values_count_as_unset() {
     assert_eq!(c.redis_url, None);
     assert_eq!(c.listen.port(), DEFAULT_PORT);
     assert_eq!(c.provider.mode, LlmMode::Mock);
+}
+
+#[test]
+fn https_needs_a_ca() {
+    let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", "https://auth:9091")]).unwrap_err();
+    assert_eq!(err.var, "SVC_AUTH_GRPC_TLS_CA");
 }
 
 #[test]
