@@ -1,0 +1,300 @@
+//! The real binary: configuration errors, the unmigrated-database refusal, migrate, seed and
+//! its refusals, and what `serve` writes to its logs.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+use svc_auth_server::pat::Pat;
+use svc_proto::v1;
+use svc_testkit::TestDb;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::Command;
+use uuid::Uuid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_svc-auth-server");
+
+/// The binary with exactly `vars` as its environment.
+fn command(args: &[&str], vars: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env_clear()
+        .envs(vars.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+async fn run(args: &[&str], vars: &[(&str, &str)]) -> Outcome {
+    let output = tokio::time::timeout(Duration::from_secs(30), command(args, vars).output())
+        .await
+        .expect("the binary finished")
+        .expect("the binary ran");
+    Outcome {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn assert_one_error_line(outcome: &Outcome, starts_with: &str) {
+    let lines: Vec<&str> = outcome.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "stderr: {}", outcome.stderr);
+    assert!(
+        lines[0].starts_with(starts_with),
+        "stderr: {}",
+        outcome.stderr
+    );
+    assert!(!outcome.stderr.contains("panicked") && !outcome.stderr.contains("backtrace"));
+}
+
+#[tokio::test]
+async fn a_bad_variable_exits_2_with_one_line_naming_it() {
+    let dsn = "postgres://owner:s3cret@127.0.0.1:5432/none";
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("POSTGRES_DSN", dsn), ("SVC_PORT", "abc")],
+            r#"error: SVC_PORT: invalid port "abc""#,
+        ),
+        (&[], "error: POSTGRES_DSN: required"),
+        (
+            &[("POSTGRES_DSN", dsn), ("SVC_LOG_LEVEL", "chatty")],
+            "error: SVC_LOG_LEVEL:",
+        ),
+        (
+            &[("POSTGRES_DSN", dsn), ("SVC_ENV", "production")],
+            "error: SVC_GRPC_ALLOW_PLAINTEXT:",
+        ),
+        (
+            &[
+                ("POSTGRES_DSN", dsn),
+                ("SVC_ENV", "production"),
+                ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+                ("SVC_LOG_FORMAT", "text"),
+            ],
+            "error: SVC_LOG_FORMAT:",
+        ),
+    ];
+    for (vars, expected) in cases {
+        for args in [&[][..], &["serve"], &["migrate"], &["seed"]] {
+            let outcome = run(args, vars).await;
+            assert_eq!(
+                outcome.code,
+                Some(2),
+                "{args:?} {vars:?}: {}",
+                outcome.stderr
+            );
+            assert_one_error_line(&outcome, expected);
+            assert!(!outcome.stderr.contains("s3cret"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_usage_exits_2() {
+    let outcome = run(&["launch"], &[]).await;
+    assert_eq!(outcome.code, Some(2));
+    assert_one_error_line(&outcome, "error: unknown command");
+    let outcome = run(&["seed", "--agent-status", "asleep"], &[]).await;
+    assert_eq!(outcome.code, Some(2));
+    assert_one_error_line(&outcome, "error: --agent-status");
+    let outcome = run(&["--help"], &[]).await;
+    assert_eq!(outcome.code, Some(0));
+    assert!(outcome.stdout.contains("usage: svc-auth-server"));
+}
+
+#[tokio::test]
+async fn serve_refuses_an_unmigrated_database() {
+    let db = TestDb::create().await;
+    let outcome = run(
+        &["serve"],
+        &[
+            ("POSTGRES_DSN", db.url()),
+            ("SVC_PORT", "0"),
+            ("SVC_GRPC_PORT", "0"),
+        ],
+    )
+    .await;
+    assert_eq!(outcome.code, Some(1), "{}", outcome.stderr);
+    assert_one_error_line(&outcome, "error: the database is not migrated");
+    assert!(outcome.stderr.contains("svc-auth-server migrate"));
+}
+
+#[tokio::test]
+async fn migrate_then_seed_prints_working_tokens() {
+    let db = TestDb::create().await;
+    let vars = [("POSTGRES_DSN", db.url())];
+    let migrated = run(&["migrate"], &vars).await;
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    assert!(migrated.stdout.is_empty(), "migrate logs go to stderr");
+
+    let org_id = Uuid::new_v4();
+    let seeded = run(
+        &[
+            "seed",
+            "--org-id",
+            &org_id.to_string(),
+            "--agent-status",
+            "active",
+            "--agent-status",
+            "suspended",
+        ],
+        &vars,
+    )
+    .await;
+    assert_eq!(seeded.code, Some(0), "{}", seeded.stderr);
+    let output: Value = serde_json::from_str(seeded.stdout.trim()).expect("one JSON document");
+    assert_eq!(output["org_id"], org_id.to_string());
+    assert!(output["user_id"].is_string());
+    let statuses: Vec<&str> = output["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["active", "suspended"]);
+
+    let config = svc_auth_server::Config::local(db.url());
+    let server = svc_auth_server::Server::start(config).await.unwrap();
+    let mut client = connect(server.grpc_addr).await;
+    let admin = validate(&mut client, output["admin_token"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(admin.permissions, 0b1111);
+    let chat = validate(&mut client, output["chat_token"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(chat.permissions, 0b0001);
+    assert_eq!(chat.org_id, org_id.to_string());
+
+    // Default: one active agent.
+    let again = run(&["seed"], &vars).await;
+    let output: Value = serde_json::from_str(again.stdout.trim()).unwrap();
+    assert_eq!(output["agents"].as_array().unwrap().len(), 1);
+    assert_eq!(output["agents"][0]["status"], "active");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn seed_refuses_production_and_remote_databases() {
+    let db = migrated_db().await;
+    let production = run(
+        &["seed"],
+        &[
+            ("POSTGRES_DSN", db.url()),
+            ("SVC_ENV", "production"),
+            ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+        ],
+    )
+    .await;
+    assert_ne!(production.code, Some(0));
+    assert_one_error_line(
+        &production,
+        "error: seed refuses to run with SVC_ENV=production",
+    );
+    assert!(production.stdout.is_empty());
+
+    let remote = run(
+        &["seed"],
+        &[(
+            "POSTGRES_DSN",
+            "postgres://owner:s3cret@db.example.com:5432/svc",
+        )],
+    )
+    .await;
+    assert_ne!(remote.code, Some(0));
+    assert_one_error_line(&remote, "error: seed refuses non-local database host");
+    assert!(!remote.stderr.contains("s3cret"));
+    assert!(remote.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn serve_logs_never_contain_tokens_or_secrets() {
+    let h = start().await;
+    let mut child = command(
+        &["serve"],
+        &[
+            ("POSTGRES_DSN", h.db.url()),
+            ("SVC_PORT", "0"),
+            ("SVC_GRPC_PORT", "0"),
+            ("SVC_BIND_ADDR", "127.0.0.1"),
+            ("SVC_LOG_LEVEL", "debug"),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut logs = String::new();
+    let grpc_addr = loop {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), stdout.read_line(&mut line))
+            .await
+            .expect("the server logs its start")
+            .unwrap();
+        assert!(read > 0, "the server exited: {logs}");
+        logs.push_str(&line);
+        let parsed: Value = serde_json::from_str(&line).expect("JSON log lines");
+        if parsed["message"] == "svc-auth-server listening" {
+            break parsed["grpc_addr"].as_str().unwrap().parse().unwrap();
+        }
+    };
+    let mut client = connect(grpc_addr).await;
+
+    let admin = h.seed.admin_token.clone();
+    let chat = h.seed.chat_token.clone();
+    let chat_id = Pat::parse(&chat).unwrap().token_id();
+    let wrong = Pat::generate(chat_id).expose();
+    validate(&mut client, &chat).await.unwrap();
+    validate(&mut client, &chat).await.unwrap();
+    assert_unauthenticated(&mut client, &wrong).await;
+    assert_unauthenticated(&mut client, &Pat::generate(Uuid::new_v4()).expose()).await;
+    assert_unauthenticated(&mut client, "svc_pat_garbage").await;
+    let created = create_token(&mut client, &admin, create_request(h.seed.org_id, 1))
+        .await
+        .unwrap();
+    client
+        .revoke_token(bearer(
+            v1::RevokeTokenRequest {
+                token_id: created.token_id.clone(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap();
+    assert_unauthenticated(&mut client, &created.token).await;
+
+    let pid = child.id().unwrap().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().await;
+    assert!(killed.unwrap().success());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("the server stops on SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    stdout.read_to_string(&mut logs).await.unwrap();
+
+    assert!(
+        logs.contains("token rejected"),
+        "debug lines were written: {logs}"
+    );
+    assert!(logs.contains("token created") && logs.contains("token revoked"));
+    for token in [&admin, &chat, &wrong, &created.token] {
+        let secret = Pat::parse(token).unwrap().secret().to_owned();
+        assert!(!logs.contains(token.as_str()), "a full token was logged");
+        assert!(!logs.contains(&secret), "a secret was logged");
+    }
+    assert!(!logs.contains("svc_pat_garbage"));
+    assert!(!logs.contains(h.db.url()));
+}
