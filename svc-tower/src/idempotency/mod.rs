@@ -90,6 +90,7 @@ mod fingerprint;
 mod future;
 mod layer;
 mod memory;
+#[cfg(feature = "redis")]
 mod record;
 #[cfg(feature = "redis")]
 mod redis;

@@ -87,6 +87,7 @@ impl Gcra {
     }
 
     /// Microseconds between two requests at the sustained rate.
+    #[cfg(feature = "redis")]
     pub(crate) fn interval_us(&self) -> u64 {
         self.interval_us
     }

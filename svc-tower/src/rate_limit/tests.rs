@@ -1,12 +1,12 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::Full;
-use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+use tower::{BoxError, ServiceBuilder, ServiceExt};
 use uuid::Uuid;
 
 use super::*;
@@ -289,6 +289,10 @@ async fn works_as_an_infallible_axum_style_service() {
 
 #[cfg(feature = "redis")]
 mod redis_backed {
+    use std::time::Instant;
+
+    use tower::Service;
+
     use super::*;
     use crate::store::RedisPool;
 

@@ -160,6 +160,7 @@ impl WarnThrottle {
 
 /// The Redis key of one org's state: `{prefix}svc:{<org_id>}:<suffix>`. The braces make the org
 /// a hash tag, so every key of one org lives in one Redis Cluster slot.
+#[cfg(feature = "redis")]
 pub(crate) fn org_key(prefix: &str, org_id: &uuid::Uuid, suffix: &str) -> String {
     format!("{prefix}svc:{{{org_id}}}:{suffix}")
 }
@@ -168,6 +169,7 @@ pub(crate) fn org_key(prefix: &str, org_id: &uuid::Uuid, suffix: &str) -> String
 mod tests {
     use super::*;
 
+    #[cfg(feature = "redis")]
     #[test]
     fn keys_put_the_org_in_a_hash_tag() {
         let org = uuid::Uuid::nil();
