@@ -7,7 +7,7 @@
 //!    id stops here, before any hashing; a revoked or expired token stops here too. Reading
 //!    the row every time is what makes revocation immediate across replicas and makes a down
 //!    database fail closed: no cache can answer in its place.
-//! 3. The remembered success digest for this token (see [`memory`]): the warm path.
+//! 3. The remembered success digest for this token: the warm path.
 //! 4. The failure memory: a secret that failed moments ago, or a token id that failed too
 //!    often this window, is refused without hashing.
 //! 5. Argon2id on the bounded blocking pool. A success is remembered; a failure is counted.

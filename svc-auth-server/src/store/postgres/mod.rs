@@ -335,10 +335,10 @@ impl Store for PgStore {
                     return Err(StoreError::NotInOrg(Reference::Agent));
                 }
             }
-            if let Some(user_id) = token.user_id {
-                if !member_exists(&mut tx, org_id, user_id).await? {
-                    return Err(StoreError::NotInOrg(Reference::User));
-                }
+            if let Some(user_id) = token.user_id
+                && !member_exists(&mut tx, org_id, user_id).await?
+            {
+                return Err(StoreError::NotInOrg(Reference::User));
             }
             let row: TokenRow = sqlx::query_as(&format!(
                 "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
