@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -13,6 +14,9 @@ use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::health::Readiness;
+use svc_tower::idempotency::{
+    IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
+};
 use svc_tower::metrics::ProxyMetrics;
 use svc_tower::rate_limit::{
     NoopRateLimitStore, OrgRateLimitLayer, RateLimitStore, RedisRateLimitStore,
@@ -29,6 +33,11 @@ use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::routes::{self, chat::ChatState};
 use crate::server::{self, Running};
 use crate::session::{self, SessionStore};
+
+/// The canonical chat route, for idempotency fingerprints.
+pub const CHAT_ROUTE: &str = "/v1/chat/completions";
+/// How much longer than the provider timeout an idempotency claim lives.
+pub const PENDING_TTL_MARGIN: Duration = Duration::from_secs(30);
 
 /// Why the gateway could not start. Each names what is at fault, never a secret.
 #[derive(Debug, thiserror::Error)]
@@ -147,12 +156,31 @@ impl Gateway {
         }
     }
 
+    /// Idempotency records: shared in Redis, or in this process without `REDIS_URL`.
+    fn idempotency_store(&self) -> Arc<dyn IdempotencyStore> {
+        match &self.redis {
+            Some(pool) => Arc::new(RedisIdempotencyStore::new(
+                pool.clone(),
+                self.config.redis_key_prefix.clone(),
+            )),
+            None => Arc::new(MemoryIdempotencyStore::new()),
+        }
+    }
+
     /// The service under the handler: Idempotency, then the provider.
     fn forward_service(&self) -> routes::ForwardService {
         let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone());
-        // Idempotency: lands here, claiming/replaying per org + Idempotency-Key after
-        // validation and before the provider (SPEC processing order).
-        BoxCloneSyncService::new(forward)
+        let idempotency = IdempotencyLayer::new(self.idempotency_store())
+            // A claim must outlive the slowest provider call, or a retry would run it twice.
+            .pending_ttl(self.config.provider.timeout + PENDING_TTL_MARGIN)
+            .metrics(self.metrics.clone())
+            // Both chat paths are one route: a retry through the alias replays.
+            .route_fn(|_| CHAT_ROUTE.to_owned());
+        let service = ServiceBuilder::new()
+            .map_response(|response: http::Response<_>| response.map(axum::body::Body::new))
+            .layer(idempotency)
+            .service(forward);
+        BoxCloneSyncService::new(service)
     }
 
     /// The route table inside the layer stack.
@@ -205,7 +233,7 @@ impl Gateway {
             );
 
         Router::new()
-            .route("/v1/chat/completions", chat.clone())
+            .route(CHAT_ROUTE, chat.clone())
             .route("/proxy/v1/chat/completions", chat)
             .route("/v1/orgs/{org_id}/auth-probe", probe)
             .merge(ops)

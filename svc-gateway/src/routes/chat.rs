@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use svc_tower::body_limit;
 use svc_tower::context::OrgContext;
 use svc_tower::error::{ApiError, ErrorCode};
+use svc_tower::idempotency::IDEMPOTENT_REPLAYED;
 use svc_tower::request_id::RequestId;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
@@ -33,9 +34,6 @@ pub(crate) struct ChatState {
     pub(crate) sessions: Option<SessionStore>,
     pub(crate) max_body: usize,
 }
-
-/// The replay marker the Idempotency layer sets.
-static IDEMPOTENT_REPLAYED: http::HeaderName = http::HeaderName::from_static("idempotent-replayed");
 
 pub(crate) async fn chat(State(state): State<ChatState>, request: Request) -> Response {
     let started = Instant::now();

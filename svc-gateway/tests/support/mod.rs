@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod stack;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -1,0 +1,178 @@
+//! The real thing on loopback: svc-auth-server over a fresh migrated database, the shared
+//! Redis under a random key prefix, and a fake upstream. Gateways (one or several replicas)
+//! are started on top with [`Stack::gateway`].
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
+use svc_auth_server::store::AgentStatus;
+use svc_auth_server::store::postgres::PoolSettings;
+use svc_auth_server::{RunningServer, Server};
+use svc_gateway::Running;
+use svc_proto::v1::auth_service_client::AuthServiceClient;
+use svc_proto::v1::{CreateTokenRequest, RevokeTokenRequest};
+use svc_testkit::{FaultProxy, TestDb};
+use uuid::Uuid;
+
+use super::{LIVE_MODEL, PROVIDER_KEY, Script, Upstream, config, start};
+
+pub struct Stack {
+    pub db: TestDb,
+    pub auth_config: svc_auth_server::Config,
+    pub auth: RunningServer,
+    /// One org with an agent in each status: active, paused, suspended, archived.
+    pub seed: SeedOutput,
+    /// Where gateways reach the auth server: through a proxy the test can cut.
+    pub auth_proxy: FaultProxy,
+    /// Where gateways reach Redis: through a proxy the test can cut.
+    pub redis_proxy: FaultProxy,
+    pub redis_prefix: String,
+    pub upstream: Upstream,
+}
+
+impl Stack {
+    pub async fn start(script: Script) -> Stack {
+        let db = TestDb::create().await;
+        svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
+            .await
+            .expect("migrate");
+        let auth_config = svc_auth_server::Config::local(db.url());
+        let auth = Server::start(auth_config.clone())
+            .await
+            .expect("auth server starts");
+        let seed = seed_org(&auth_config, None).await;
+        let auth_proxy = FaultProxy::start(auth.grpc_addr).await;
+        let redis_proxy = FaultProxy::start(redis_addr()).await;
+        Stack {
+            db,
+            auth_config,
+            auth,
+            seed,
+            auth_proxy,
+            redis_proxy,
+            redis_prefix: svc_testkit::redis_prefix(),
+            upstream: Upstream::start(script).await,
+        }
+    }
+
+    /// A gateway replica: live provider on the fake upstream, Redis and the auth server
+    /// through their proxies, durable sessions in the test database; `extra` overrides.
+    pub async fn gateway(&self, extra: &[(&str, &str)]) -> Running {
+        let base = self.upstream.base_url();
+        let redis = format!("redis://{}", self.redis_proxy.addr());
+        let mut vars: Vec<(&str, &str)> = vec![
+            ("SVC_PROVIDER_BASE_URL", &base),
+            ("SVC_PROVIDER_API_KEY", PROVIDER_KEY),
+            ("SVC_PROVIDER_MODELS", LIVE_MODEL),
+            ("SVC_PROVIDER_TIMEOUT", "2s"),
+            ("REDIS_URL", &redis),
+            ("SVC_REDIS_KEY_PREFIX", &self.redis_prefix),
+            ("POSTGRES_DSN", self.db.url()),
+        ];
+        vars.extend_from_slice(extra);
+        start(config(self.auth_proxy.addr(), &vars)).await
+    }
+
+    pub fn agent(&self, status: &str) -> Uuid {
+        self.seed
+            .agents
+            .iter()
+            .find(|a| a.status == status)
+            .map(|a| a.agent_id)
+            .expect("seeded agent")
+    }
+
+    /// A chat request through `gateway` as the seeded chat token and active agent.
+    pub fn chat(&self, gateway: &Running) -> http::request::Builder {
+        Request::post(format!("{}/v1/chat/completions", gateway.url()))
+            .header("authorization", format!("Bearer {}", self.seed.chat_token))
+            .header("x-svc-agent-id", self.agent("active").to_string())
+            .header("content-type", "application/json")
+    }
+
+    /// A token of the seeded org with exactly `permissions`, minted through CreateToken.
+    pub async fn token_with(&self, permissions: i64) -> (Uuid, String) {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(CreateTokenRequest {
+            org_id: self.seed.org_id.to_string(),
+            user_id: None,
+            agent_id: None,
+            permissions,
+            expires_at: None,
+            name: Some("gateway test".into()),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        let created = client
+            .create_token(request)
+            .await
+            .expect("CreateToken")
+            .into_inner();
+        (created.token_id.parse().unwrap(), created.token)
+    }
+
+    pub async fn revoke(&self, token_id: Uuid) {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(RevokeTokenRequest {
+            token_id: token_id.to_string(),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client.revoke_token(request).await.expect("RevokeToken");
+    }
+
+    async fn admin_client(&self) -> AuthServiceClient<tonic::transport::Channel> {
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("http://{}", self.auth.grpc_addr))
+                .expect("endpoint")
+                .connect()
+                .await
+                .expect("connect to the auth server");
+        AuthServiceClient::new(channel)
+    }
+
+    /// A second org (its own tokens and agents) in the same database.
+    pub async fn other_org(&self) -> SeedOutput {
+        seed_org(&self.auth_config, None).await
+    }
+}
+
+async fn seed_org(config: &svc_auth_server::Config, org_id: Option<Uuid>) -> SeedOutput {
+    seed::run_with_config(
+        config,
+        &SeedOptions {
+            org_id,
+            agent_statuses: AgentStatus::ALL.to_vec(),
+        },
+    )
+    .await
+    .expect("seed")
+}
+
+fn redis_addr() -> SocketAddr {
+    let url = svc_testkit::redis_url();
+    let host_port = url
+        .trim_start_matches("redis://")
+        .split('/')
+        .next()
+        .unwrap_or("127.0.0.1:6379")
+        .rsplit('@')
+        .next()
+        .unwrap_or("127.0.0.1:6379")
+        .to_owned();
+    std::net::ToSocketAddrs::to_socket_addrs(&host_port)
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .expect("the test Redis address resolves")
+}
+
+pub fn body(body: &serde_json::Value) -> Full<Bytes> {
+    Full::new(Bytes::from(body.to_string()))
+}
