@@ -197,6 +197,32 @@ impl FaultProxy {
     }
 }
 
+/// A fresh directory under the system temp dir, removed with its contents on drop.
+#[derive(Debug)]
+pub struct TempDir {
+    path: std::path::PathBuf,
+}
+
+impl TempDir {
+    /// Creates an empty directory with a random name.
+    pub fn create() -> TempDir {
+        let path = std::env::temp_dir().join(format!("svc-test-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&path).expect("create a temp dir");
+        TempDir { path }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

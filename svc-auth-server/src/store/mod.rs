@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 mod model;
 pub mod postgres;
+pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
 
@@ -20,6 +21,7 @@ pub use model::{
     TokenCursor, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
 };
 pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
 
 /// An error from a backend, boxed so backends keep their driver types to themselves.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;

@@ -1,0 +1,273 @@
+//! [`Store`] on an embedded SQLite database, for `svc-gateway dev` and single-node trials.
+//!
+//! A file (WAL, a busy timeout) or a private in-memory database, with its own schema created at
+//! open (`schema.sql`, idempotent; the PostgreSQL migrations do not apply). SQLite has no
+//! row-level security, so tenant isolation rests on the other lines of defence: every tenant
+//! query names `org_id` in its `WHERE`, and composite foreign keys tie a token's user and agent
+//! to the token's org. Production refuses this store (see `svc-gateway dev`).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use svc_auth_server::store::{SqliteStore, Store};
+//!
+//! let store = SqliteStore::in_memory().await.unwrap();
+//! let org_id = uuid::Uuid::new_v4();
+//! let org = store.ensure_organization(org_id).await.unwrap();
+//! assert_eq!(org.org_id, org_id);
+//! assert!(store.agent(org_id, uuid::Uuid::new_v4()).await.unwrap().is_none());
+//! # }
+//! ```
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use prometheus_client::metrics::histogram::Histogram;
+use sqlx::{Sqlite, SqlitePool, Transaction};
+use uuid::Uuid;
+
+use super::{
+    Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
+    TokenMetadata, TokenRecord, User,
+};
+
+mod open;
+mod rows;
+mod tenant;
+
+pub use open::{
+    DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, SCHEMA_VERSION,
+    SqliteSettings,
+};
+
+/// The embedded identity store. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    query_duration: Option<Histogram>,
+}
+
+impl SqliteStore {
+    /// Opens the database file at `path`, creating it and its schema when missing.
+    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, &SqliteSettings::default()).await
+    }
+
+    /// [`SqliteStore::open`] with explicit pool settings.
+    pub async fn open_with(
+        path: impl AsRef<Path>,
+        settings: &SqliteSettings,
+    ) -> Result<SqliteStore, StoreError> {
+        let pool = open::file_pool(path.as_ref(), settings).await?;
+        Ok(SqliteStore::from_pool(pool))
+    }
+
+    /// A private in-memory database: gone when the last clone of the store is dropped.
+    pub async fn in_memory() -> Result<SqliteStore, StoreError> {
+        let pool = open::memory_pool(&SqliteSettings::default()).await?;
+        Ok(SqliteStore::from_pool(pool))
+    }
+
+    fn from_pool(pool: SqlitePool) -> SqliteStore {
+        SqliteStore {
+            pool,
+            query_duration: None,
+        }
+    }
+
+    /// Records every store call's wall time in `histogram` (`svc_db_query_duration_seconds`).
+    pub fn with_query_histogram(mut self, histogram: Histogram) -> SqliteStore {
+        self.query_duration = Some(histogram);
+        self
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Closes every connection, checkpointing the WAL into the database file.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn timed<T>(&self, operation: impl Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = operation.await;
+        if let Some(histogram) = &self.query_duration {
+            histogram.observe(started.elapsed().as_secs_f64());
+        }
+        out
+    }
+
+    /// A read transaction.
+    async fn read(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool.begin().await.map_err(map_error)
+    }
+
+    /// A write transaction. `IMMEDIATE` takes the write lock up front, waiting up to the busy
+    /// timeout; a deferred transaction that reads then writes would fail at once instead when
+    /// another connection wrote in between.
+    async fn write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(map_error)
+    }
+}
+
+/// Sorts driver errors into "could not get the database in time" and "the database said no".
+pub(crate) fn map_error(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(Box::new(error)),
+        sqlx::Error::Database(db) if is_busy(db.code().as_deref()) => {
+            StoreError::Unavailable(Box::new(error))
+        }
+        _ => StoreError::Query(Box::new(error)),
+    }
+}
+
+/// SQLITE_BUSY (5) and SQLITE_LOCKED (6), in any extended form: the lock was not granted
+/// within the busy timeout.
+fn is_busy(code: Option<&str>) -> bool {
+    code.and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}
+
+fn map_insert_error(error: sqlx::Error, what: &'static str) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists(what),
+        _ => map_error(error),
+    }
+}
+
+/// Now, at the stored precision (microseconds), so a returned time equals its re-read.
+fn now_micros() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+fn to_micros(time: DateTime<Utc>) -> i64 {
+    time.timestamp_micros()
+}
+
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.timed(async {
+            sqlx::query("SELECT 1")
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(map_error)
+        })
+        .await
+    }
+
+    async fn token_for_validation(
+        &self,
+        token_id: Uuid,
+    ) -> Result<Option<TokenRecord>, StoreError> {
+        self.timed(tenant::token_for_validation(&self.pool, token_id))
+            .await
+    }
+
+    async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
+        self.timed(async {
+            let mut tx = self.read().await?;
+            let agent = tenant::agent(&mut tx, org_id, agent_id).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(agent)
+        })
+        .await
+    }
+
+    async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
+        self.timed(async {
+            let mut tx = self.write().await?;
+            let org = tenant::ensure_organization(&mut tx, org_id).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(org)
+        })
+        .await
+    }
+
+    async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
+        self.timed(async {
+            let mut tx = self.write().await?;
+            let user = tenant::create_user(&mut tx, org_id, user).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(user)
+        })
+        .await
+    }
+
+    async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
+        self.timed(async {
+            let mut tx = self.read().await?;
+            let member = tenant::member_exists(&mut tx, org_id, user_id).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(member)
+        })
+        .await
+    }
+
+    async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
+        self.timed(async {
+            let mut tx = self.write().await?;
+            let agent = tenant::create_agent(&mut tx, org_id, agent).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(agent)
+        })
+        .await
+    }
+
+    async fn create_token(
+        &self,
+        org_id: Uuid,
+        token: NewToken,
+    ) -> Result<TokenMetadata, StoreError> {
+        self.timed(async {
+            let mut tx = self.write().await?;
+            let created = tenant::create_token(&mut tx, org_id, token).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(created)
+        })
+        .await
+    }
+
+    async fn revoke_token(
+        &self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Option<TokenMetadata>, StoreError> {
+        self.timed(async {
+            let mut tx = self.write().await?;
+            let revoked = tenant::revoke_token(&mut tx, org_id, token_id).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(revoked)
+        })
+        .await
+    }
+
+    async fn list_tokens(
+        &self,
+        org_id: Uuid,
+        after: Option<TokenCursor>,
+        limit: u32,
+    ) -> Result<Vec<TokenMetadata>, StoreError> {
+        self.timed(async {
+            let mut tx = self.read().await?;
+            let tokens = tenant::list_tokens(&mut tx, org_id, after, limit).await?;
+            tx.commit().await.map_err(map_error)?;
+            Ok(tokens)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+-- The embedded identity schema: the PostgreSQL tables without roles or row-level security.
+-- Every statement is idempotent; the store runs this file each time it opens a database.
+--
+-- Ids are 16-byte BLOBs (sqlx's encoding of a uuid, whose byte order is the uuid order);
+-- times are INTEGER microseconds since the Unix epoch, so they sort as numbers and keep
+-- PostgreSQL's precision.
+
+CREATE TABLE IF NOT EXISTS organizations (
+    org_id     BLOB PRIMARY KEY NOT NULL CHECK (length(org_id) = 16),
+    name       TEXT CHECK (length(name) <= 256),
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- A user belongs to orgs through memberships; the row itself carries no org.
+CREATE TABLE IF NOT EXISTS users (
+    user_id      BLOB PRIMARY KEY NOT NULL CHECK (length(user_id) = 16),
+    display_name TEXT CHECK (length(display_name) <= 256),
+    created_at   INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS org_memberships (
+    org_id     BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    user_id    BLOB NOT NULL REFERENCES users (user_id) ON DELETE CASCADE,
+    role       TEXT NOT NULL DEFAULT 'member' CHECK (role IN ('owner', 'admin', 'member')),
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (org_id, user_id)
+) STRICT;
+
+CREATE INDEX IF NOT EXISTS org_memberships_user_id ON org_memberships (user_id);
+
+CREATE TABLE IF NOT EXISTS agents (
+    agent_id   BLOB PRIMARY KEY NOT NULL CHECK (length(agent_id) = 16),
+    org_id     BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    status     TEXT NOT NULL DEFAULT 'active'
+               CHECK (status IN ('active', 'paused', 'suspended', 'archived')),
+    name       TEXT CHECK (length(name) <= 256),
+    created_at INTEGER NOT NULL,
+    -- Target of the tokens' composite key: a token can only bind an agent of its own org.
+    UNIQUE (org_id, agent_id)
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id    BLOB PRIMARY KEY NOT NULL CHECK (length(token_id) = 16),
+    org_id      BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    user_id     BLOB,
+    agent_id    BLOB,
+    permissions INTEGER NOT NULL DEFAULT 0,
+    name        TEXT CHECK (length(name) <= 256),
+    -- An Argon2id PHC string; the secret itself is never stored.
+    secret_hash TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER,
+    revoked_at  INTEGER,
+    -- Composite keys: a token's user and agent must belong to the token's org.
+    FOREIGN KEY (org_id, user_id) REFERENCES org_memberships (org_id, user_id),
+    FOREIGN KEY (org_id, agent_id) REFERENCES agents (org_id, agent_id)
+) STRICT;
+
+-- ListTokens pages by (created_at, token_id) within one org.
+CREATE INDEX IF NOT EXISTS tokens_org_created ON tokens (org_id, created_at, token_id);
+
+-- Reserved: no API path uses a project yet.
+CREATE TABLE IF NOT EXISTS projects (
+    project_id BLOB PRIMARY KEY NOT NULL CHECK (length(project_id) = 16),
+    org_id     BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    name       TEXT CHECK (length(name) <= 256),
+    created_at INTEGER NOT NULL
+) STRICT;

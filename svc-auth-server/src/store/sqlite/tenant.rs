@@ -1,0 +1,234 @@
+//! The queries. Each tenant query names `org_id = ?` in its `WHERE` (or writes it as a column):
+//! with no row-level security underneath, that clause is what keeps orgs apart.
+
+use sqlx::{SqliteConnection, SqlitePool};
+use uuid::Uuid;
+
+use super::rows::{AgentRow, TOKEN_COLUMNS, TokenRow, ValidationRow, stored_time};
+use super::{map_error, map_insert_error, now_micros, to_micros};
+use crate::store::{
+    Agent, NewAgent, NewToken, NewUser, Organization, Reference, StoreError, TokenCursor,
+    TokenMetadata, TokenRecord, User,
+};
+
+/// The one lookup that precedes knowing the org: by token id alone.
+pub(super) async fn token_for_validation(
+    pool: &SqlitePool,
+    token_id: Uuid,
+) -> Result<Option<TokenRecord>, StoreError> {
+    let row: Option<ValidationRow> = sqlx::query_as(
+        "SELECT token_id, org_id, user_id, agent_id, permissions, secret_hash, \
+                expires_at, revoked_at \
+         FROM tokens WHERE token_id = ?1",
+    )
+    .bind(token_id)
+    .fetch_optional(pool)
+    .await
+    .map_err(map_error)?;
+    row.map(TokenRecord::try_from).transpose()
+}
+
+pub(super) async fn agent(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    agent_id: Uuid,
+) -> Result<Option<Agent>, StoreError> {
+    let row: Option<AgentRow> = sqlx::query_as(
+        "SELECT agent_id, org_id, status, name, created_at FROM agents \
+         WHERE org_id = ?1 AND agent_id = ?2",
+    )
+    .bind(org_id)
+    .bind(agent_id)
+    .fetch_optional(conn)
+    .await
+    .map_err(map_error)?;
+    row.map(Agent::try_from).transpose()
+}
+
+pub(super) async fn ensure_organization(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+) -> Result<Organization, StoreError> {
+    sqlx::query(
+        "INSERT INTO organizations (org_id, created_at) VALUES (?1, ?2) \
+         ON CONFLICT (org_id) DO NOTHING",
+    )
+    .bind(org_id)
+    .bind(now_micros())
+    .execute(&mut *conn)
+    .await
+    .map_err(map_error)?;
+    let created_at: i64 =
+        sqlx::query_scalar("SELECT created_at FROM organizations WHERE org_id = ?1")
+            .bind(org_id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(map_error)?;
+    Ok(Organization {
+        org_id,
+        created_at: stored_time(created_at)?,
+    })
+}
+
+pub(super) async fn create_user(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    user: NewUser,
+) -> Result<User, StoreError> {
+    let created_at = now_micros();
+    sqlx::query("INSERT INTO users (user_id, display_name, created_at) VALUES (?1, ?2, ?3)")
+        .bind(user.user_id)
+        .bind(&user.display_name)
+        .bind(created_at)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| map_insert_error(e, "user"))?;
+    sqlx::query(
+        "INSERT INTO org_memberships (org_id, user_id, role, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .bind(org_id)
+    .bind(user.user_id)
+    .bind(user.role.as_str())
+    .bind(created_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| map_insert_error(e, "membership"))?;
+    Ok(User {
+        user_id: user.user_id,
+        created_at: stored_time(created_at)?,
+    })
+}
+
+pub(super) async fn member_exists(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    user_id: Uuid,
+) -> Result<bool, StoreError> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = ?1 AND user_id = ?2)",
+    )
+    .bind(org_id)
+    .bind(user_id)
+    .fetch_one(conn)
+    .await
+    .map_err(map_error)
+}
+
+pub(super) async fn create_agent(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    agent: NewAgent,
+) -> Result<Agent, StoreError> {
+    let row: AgentRow = sqlx::query_as(
+        "INSERT INTO agents (agent_id, org_id, status, name, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5) \
+         RETURNING agent_id, org_id, status, name, created_at",
+    )
+    .bind(agent.agent_id)
+    .bind(org_id)
+    .bind(agent.status.as_str())
+    .bind(&agent.name)
+    .bind(now_micros())
+    .fetch_one(conn)
+    .await
+    .map_err(|e| map_insert_error(e, "agent"))?;
+    Agent::try_from(row)
+}
+
+pub(super) async fn create_token(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    token: NewToken,
+) -> Result<TokenMetadata, StoreError> {
+    // Checked before the insert so the caller learns which reference is foreign; the composite
+    // foreign keys would refuse it too, without saying which.
+    if let Some(agent_id) = token.agent_id {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = ?1 AND agent_id = ?2)",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(map_error)?;
+        if !exists {
+            return Err(StoreError::NotInOrg(Reference::Agent));
+        }
+    }
+    if let Some(user_id) = token.user_id
+        && !member_exists(&mut *conn, org_id, user_id).await?
+    {
+        return Err(StoreError::NotInOrg(Reference::User));
+    }
+    let row: TokenRow = sqlx::query_as(&format!(
+        "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
+                             secret_hash, created_at, expires_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING {TOKEN_COLUMNS}"
+    ))
+    .bind(token.token_id)
+    .bind(org_id)
+    .bind(token.user_id)
+    .bind(token.agent_id)
+    .bind(token.permissions.bits())
+    .bind(&token.name)
+    .bind(&token.secret_hash)
+    .bind(now_micros())
+    .bind(token.expires_at.map(to_micros))
+    .fetch_one(conn)
+    .await
+    .map_err(|e| map_insert_error(e, "token"))?;
+    TokenMetadata::try_from(row)
+}
+
+pub(super) async fn revoke_token(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    token_id: Uuid,
+) -> Result<Option<TokenMetadata>, StoreError> {
+    let row: Option<TokenRow> = sqlx::query_as(&format!(
+        "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?3) \
+         WHERE org_id = ?1 AND token_id = ?2 RETURNING {TOKEN_COLUMNS}"
+    ))
+    .bind(org_id)
+    .bind(token_id)
+    .bind(now_micros())
+    .fetch_optional(conn)
+    .await
+    .map_err(map_error)?;
+    row.map(TokenMetadata::try_from).transpose()
+}
+
+pub(super) async fn list_tokens(
+    conn: &mut SqliteConnection,
+    org_id: Uuid,
+    after: Option<TokenCursor>,
+    limit: u32,
+) -> Result<Vec<TokenMetadata>, StoreError> {
+    let rows: Vec<TokenRow> = match after {
+        None => {
+            sqlx::query_as(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 \
+                 ORDER BY created_at, token_id LIMIT ?2"
+            ))
+            .bind(org_id)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await
+        }
+        Some(cursor) => {
+            sqlx::query_as(&format!(
+                "SELECT {TOKEN_COLUMNS} FROM tokens \
+                 WHERE org_id = ?1 AND (created_at, token_id) > (?2, ?3) \
+                 ORDER BY created_at, token_id LIMIT ?4"
+            ))
+            .bind(org_id)
+            .bind(to_micros(cursor.created_at))
+            .bind(cursor.token_id)
+            .bind(i64::from(limit))
+            .fetch_all(conn)
+            .await
+        }
+    }
+    .map_err(map_error)?;
+    rows.into_iter().map(TokenMetadata::try_from).collect()
+}

@@ -1,0 +1,203 @@
+use svc_testkit::TempDir;
+use svc_tower::context::Permissions;
+
+use super::*;
+use crate::store::{AgentStatus, suite};
+
+fn database_in(dir: &TempDir) -> std::path::PathBuf {
+    dir.path().join("identity.db")
+}
+
+#[tokio::test]
+async fn a_file_database_passes_the_store_suite() {
+    suite::run(|| async {
+        let dir = TempDir::create();
+        let store = SqliteStore::open(database_in(&dir)).await.unwrap();
+        (store, dir)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_in_memory_database_passes_the_store_suite() {
+    suite::run(|| async { (SqliteStore::in_memory().await.unwrap(), ()) }).await;
+}
+
+fn new_token(permissions: Permissions) -> NewToken {
+    NewToken {
+        token_id: Uuid::new_v4(),
+        user_id: None,
+        agent_id: None,
+        permissions,
+        name: None,
+        secret_hash: "$argon2id$placeholder".into(),
+        expires_at: None,
+    }
+}
+
+#[tokio::test]
+async fn data_survives_reopening_and_the_schema_is_created_once() {
+    let dir = TempDir::create();
+    let path = database_in(&dir);
+    let org_id = Uuid::new_v4();
+    let agent_id = Uuid::new_v4();
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.ensure_organization(org_id).await.unwrap();
+        store
+            .create_agent(
+                org_id,
+                NewAgent {
+                    agent_id,
+                    status: AgentStatus::Paused,
+                    name: None,
+                },
+            )
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let agent = store.agent(org_id, agent_id).await.unwrap().unwrap();
+    assert_eq!(agent.status, AgentStatus::Paused);
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn a_file_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys() {
+    let dir = TempDir::create();
+    let store = SqliteStore::open(database_in(&dir)).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let busy_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(busy_ms, DEFAULT_BUSY_TIMEOUT.as_millis() as i64);
+    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(foreign_keys, 1);
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_build_is_refused() {
+    let dir = TempDir::create();
+    let path = database_in(&dir);
+    let store = SqliteStore::open(&path).await.unwrap();
+    sqlx::query(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.close().await;
+
+    let error = SqliteStore::open(&path).await.expect_err("newer schema");
+    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    let source = std::error::Error::source(&error).unwrap().to_string();
+    assert!(source.contains("newer"), "{source}");
+}
+
+#[tokio::test]
+async fn concurrent_writers_wait_for_the_lock_instead_of_failing() {
+    let dir = TempDir::create();
+    let store = SqliteStore::open(database_in(&dir)).await.unwrap();
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+
+    let writers = (0..32).map(|_| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .create_token(org_id, new_token(Permissions::CHAT_COMPLETIONS))
+                .await
+        })
+    });
+    for writer in writers {
+        writer.await.unwrap().unwrap();
+    }
+    let listed = store.list_tokens(org_id, None, 100).await.unwrap();
+    assert_eq!(listed.len(), 32);
+}
+
+#[tokio::test]
+async fn the_composite_keys_refuse_a_foreign_agent_even_without_the_check() {
+    // The explicit membership checks in create_token are one line of defence; the schema's
+    // composite foreign keys are the next, since SQLite has no row-level security.
+    let store = SqliteStore::in_memory().await.unwrap();
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    store.ensure_organization(a).await.unwrap();
+    store.ensure_organization(b).await.unwrap();
+    let foreign_agent = Uuid::new_v4();
+    store
+        .create_agent(
+            b,
+            NewAgent {
+                agent_id: foreign_agent,
+                status: AgentStatus::Active,
+                name: None,
+            },
+        )
+        .await
+        .unwrap();
+    let insert = sqlx::query(
+        "INSERT INTO tokens (token_id, org_id, agent_id, secret_hash, created_at) \
+         VALUES (?1, ?2, ?3, 'h', 0)",
+    )
+    .bind(Uuid::new_v4())
+    .bind(a)
+    .bind(foreign_agent)
+    .execute(store.pool())
+    .await;
+    let error = insert.expect_err("foreign agent");
+    assert!(
+        matches!(&error, sqlx::Error::Database(db) if db.is_foreign_key_violation()),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn an_unopenable_path_is_an_error_without_a_panic() {
+    let dir = TempDir::create();
+    // A directory where the file should be.
+    let path = dir.path().join("taken");
+    std::fs::create_dir(&path).unwrap();
+    let error = SqliteStore::open(&path).await.expect_err("a directory");
+    assert!(
+        matches!(error, StoreError::Query(_) | StoreError::Unavailable(_)),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn query_durations_are_recorded() {
+    let histogram = svc_tower::metrics::latency_histogram();
+    let store = SqliteStore::in_memory()
+        .await
+        .unwrap()
+        .with_query_histogram(histogram.clone());
+    store.ping().await.unwrap();
+    store.ensure_organization(Uuid::new_v4()).await.unwrap();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("db", "durations", histogram);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(text.contains("db_count 2"), "{text}");
+}
+
+#[test]
+fn busy_and_locked_codes_are_unavailable() {
+    assert!(is_busy(Some("5")));
+    assert!(is_busy(Some("517"))); // SQLITE_BUSY_SNAPSHOT
+    assert!(is_busy(Some("6")));
+    assert!(!is_busy(Some("2067"))); // SQLITE_CONSTRAINT_UNIQUE
+    assert!(!is_busy(Some("nope")));
+    assert!(!is_busy(None));
+}
