@@ -43,6 +43,9 @@ enum Answer {
     Slow(Duration),
 }
 
+/// (org_id, agent_id, grpc-timeout) of each ValidateAgent call the server received.
+type AgentCalls = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
+
 /// An AuthService scripted per token and per agent id; unknown ones are Unauthenticated and
 /// PermissionDenied, as the real server answers.
 #[derive(Clone, Default)]
@@ -50,8 +53,7 @@ struct Scripted {
     org_id: Uuid,
     tokens: HashMap<String, Answer>,
     agents: HashMap<String, Answer>,
-    /// (org_id, agent_id, grpc-timeout) of each ValidateAgent call.
-    agent_calls: Arc<Mutex<Vec<(String, String, Option<String>)>>>,
+    agent_calls: AgentCalls,
 }
 
 #[tonic::async_trait]

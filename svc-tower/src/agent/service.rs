@@ -166,9 +166,8 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::{Arc, Mutex};
 
-    use bytes::Bytes;
     use http::{HeaderValue, StatusCode, header};
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::BodyExt;
     use tower::{ServiceExt, service_fn};
 
     use super::*;
@@ -193,10 +192,11 @@ mod tests {
         Ok(Response::new(format!("{agent:?}")))
     }
 
+    /// What a validator was asked: (org, agent) pairs.
+    type Asked = Arc<Mutex<Vec<(Uuid, String)>>>;
+
     /// A validator answering `outcome`, remembering what it was asked.
-    fn fixed(
-        outcome: Result<(), AgentError>,
-    ) -> (impl AgentValidator + use<>, Arc<Mutex<Vec<(Uuid, String)>>>) {
+    fn fixed(outcome: Result<(), AgentError>) -> (impl AgentValidator + use<>, Asked) {
         let asked = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&asked);
         let validator = move |org: Uuid, agent: &str| {
