@@ -73,6 +73,7 @@ pub struct Gateway {
     metrics: ProxyMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
+    rate_limit: Option<Arc<dyn RateLimitStore>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -126,12 +127,25 @@ impl Gateway {
             metrics,
             prometheus: Arc::new(prometheus),
             readiness,
+            rate_limit: None,
         })
     }
 
     /// Replaces the provider registry (tests point it at a fake upstream).
     pub fn with_registry(mut self, registry: Registry) -> Gateway {
         self.registry = registry;
+        self
+    }
+
+    /// Replaces the per-org limiter (the embedded dev mode limits in process, without Redis).
+    pub fn with_rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Gateway {
+        self.rate_limit = Some(store);
+        self
+    }
+
+    /// Replaces the `/ready` checkers (the embedded dev mode has no Redis to check).
+    pub fn with_readiness(mut self, readiness: Readiness) -> Gateway {
+        self.readiness = Arc::new(readiness);
         self
     }
 
@@ -147,6 +161,9 @@ impl Gateway {
 
     /// The per-org limiter: shared in Redis, or a no-op without `REDIS_URL`.
     fn rate_limit_store(&self) -> Arc<dyn RateLimitStore> {
+        if let Some(store) = &self.rate_limit {
+            return store.clone();
+        }
         match &self.redis {
             Some(pool) => Arc::new(RedisRateLimitStore::new(
                 pool.clone(),
