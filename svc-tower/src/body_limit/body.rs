@@ -63,10 +63,10 @@ where
     ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
         let this = self.project();
         let polled = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Err(err))) = &polled {
-            if err.is::<LengthLimitError>() {
-                this.tripped.store(true, Ordering::Relaxed);
-            }
+        if let Poll::Ready(Some(Err(err))) = &polled
+            && err.is::<LengthLimitError>()
+        {
+            this.tripped.store(true, Ordering::Relaxed);
         }
         polled
     }

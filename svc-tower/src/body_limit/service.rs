@@ -157,10 +157,10 @@ mod tests {
 
     type Reply = Response<Full<Bytes>>;
 
+    type Chunked = StreamBody<stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
+
     /// A chunked body of the given chunk sizes, with no length known up front.
-    fn chunked(
-        sizes: &[usize],
-    ) -> StreamBody<stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>> {
+    fn chunked(sizes: &[usize]) -> Chunked {
         let frames: Vec<_> = sizes
             .iter()
             .map(|&n| Ok(Frame::data(Bytes::from(vec![b'x'; n]))))
