@@ -51,8 +51,12 @@ pub struct ChatRequest {
     pub raw: Bytes,
 }
 
+/// A refused request. Boxed: an [`ApiError`] is large, and the happy path should not pay
+/// for moving it around.
+pub type Rejection = Box<ApiError>;
+
 /// 415 unless `Content-Type` is `application/json`, parameters (a charset) allowed.
-pub fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn check_content_type(headers: &HeaderMap) -> Result<(), Rejection> {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -61,20 +65,22 @@ pub fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     if is_json {
         Ok(())
     } else {
-        Err(ApiError::new(ErrorCode::UnsupportedMediaType))
+        Err(Box::new(ApiError::new(ErrorCode::UnsupportedMediaType)))
     }
 }
 
 /// Checks the media type, parses and validates a chat completion request.
-pub fn chat_request(headers: &HeaderMap, body: Bytes) -> Result<ChatRequest, ApiError> {
+pub fn chat_request(headers: &HeaderMap, body: Bytes) -> Result<ChatRequest, Rejection> {
     check_content_type(headers)?;
     let object = match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Object(object)) => object,
         Ok(_) => {
-            return Err(ApiError::new(ErrorCode::InvalidJson)
-                .with_message("The request body must be a JSON object."));
+            return Err(Box::new(
+                ApiError::new(ErrorCode::InvalidJson)
+                    .with_message("The request body must be a JSON object."),
+            ));
         }
-        Err(_) => return Err(ApiError::new(ErrorCode::InvalidJson)),
+        Err(_) => return Err(Box::new(ApiError::new(ErrorCode::InvalidJson))),
     };
     let mut errors = Errors::default();
     let idempotency_key = idempotency_key(headers, &mut errors);
@@ -104,7 +110,9 @@ pub fn chat_request(headers: &HeaderMap, body: Bytes) -> Result<ChatRequest, Api
         );
     }
     if !errors.0.is_empty() {
-        return Err(ApiError::new(ErrorCode::ValidationError).with_field_errors(errors.0));
+        return Err(Box::new(
+            ApiError::new(ErrorCode::ValidationError).with_field_errors(errors.0),
+        ));
     }
     Ok(ChatRequest {
         model: model.unwrap_or_default(),
@@ -132,7 +140,7 @@ fn idempotency_key(headers: &HeaderMap, errors: &mut Errors) -> Option<String> {
     let value = headers.get(&IDEMPOTENCY_KEY)?;
     let field = "Idempotency-Key";
     match value.to_str() {
-        Ok(key) if key.is_empty() => {
+        Ok("") => {
             errors.push(
                 field,
                 FieldErrorCode::InvalidFormat,

@@ -11,7 +11,7 @@ fn json_headers() -> HeaderMap {
     h
 }
 
-fn validate(body: Value) -> Result<ChatRequest, ApiError> {
+fn validate(body: Value) -> Result<ChatRequest, Rejection> {
     chat_request(&json_headers(), Bytes::from(body.to_string()))
 }
 
@@ -20,7 +20,7 @@ fn ok_body() -> Value {
 }
 
 /// The (field, code) pairs of a validation failure.
-fn field_errors(result: Result<ChatRequest, ApiError>) -> Vec<(String, &'static str)> {
+fn field_errors(result: Result<ChatRequest, Rejection>) -> Vec<(String, &'static str)> {
     let err = result.expect_err("should fail validation");
     assert_eq!(err.code(), &ErrorCode::ValidationError);
     err.field_errors()

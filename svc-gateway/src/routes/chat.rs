@@ -46,7 +46,7 @@ pub(crate) async fn chat(State(state): State<ChatState>, request: Request) -> Re
     };
     let chat = match validate::chat_request(&parts.headers, bytes.clone()) {
         Ok(chat) => Arc::new(chat),
-        Err(error) => return error.into_response_with(Body::empty()),
+        Err(error) => return (*error).into_response_with(Body::empty()),
     };
     let org = parts.extensions.get::<OrgContext>().cloned();
     let request_id = parts.extensions.get::<RequestId>().copied();
