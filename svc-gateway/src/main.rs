@@ -5,6 +5,10 @@ use svc_gateway::config::{Config, EXIT_CONFIG};
 
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|command| command == "dev") {
+        std::process::exit(svc_gateway::dev::main(&args[1..]).await);
+    }
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(error) => {

@@ -15,7 +15,11 @@ pub fn banner(server: &DevServer) -> String {
     let identity = &server.identity;
     let base = base_url(server.http_addr);
     let mut out = String::new();
-    let _ = writeln!(out, "svc dev: gateway on {base}, auth gRPC on {}", server.grpc_addr);
+    let _ = writeln!(
+        out,
+        "svc dev: gateway on {base}, auth gRPC on {}",
+        server.grpc_addr
+    );
     let _ = writeln!(
         out,
         "identity store: {} ({})",

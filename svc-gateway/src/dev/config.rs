@@ -72,7 +72,9 @@ impl DevConfig {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        if get(SVC_ENV).is_some_and(|env| matches!(env.to_ascii_lowercase().as_str(), "production" | "prod")) {
+        if get(SVC_ENV)
+            .is_some_and(|env| matches!(env.to_ascii_lowercase().as_str(), "production" | "prod"))
+        {
             return Err(DevConfigError::Production);
         }
         let bind = match get(SVC_BIND_ADDR) {
@@ -89,7 +91,8 @@ impl DevConfig {
                 reason: format!("{value:?} is not a port"),
             })?,
         };
-        let data_dir = PathBuf::from(get(SVC_DEV_DATA_DIR).unwrap_or_else(|| DEFAULT_DATA_DIR.to_owned()));
+        let data_dir =
+            PathBuf::from(get(SVC_DEV_DATA_DIR).unwrap_or_else(|| DEFAULT_DATA_DIR.to_owned()));
 
         // Everything shared lives in this process: no Redis, no PostgreSQL.
         let ignored = [REDIS_URL, POSTGRES_DSN]

@@ -129,9 +129,7 @@ async fn still_valid<S: Store>(store: &S, state: &State) -> Result<bool, StoreEr
         .token_for_validation(admin.token_id())
         .await?
         .is_some_and(|token| {
-            token.org_id == state.org_id
-                && token.revoked_at.is_none()
-                && token.expires_at.is_none()
+            token.org_id == state.org_id && token.revoked_at.is_none() && token.expires_at.is_none()
         });
     Ok(agent_active && admin_valid && store.is_member(state.org_id, state.user_id).await?)
 }

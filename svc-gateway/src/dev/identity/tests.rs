@@ -61,7 +61,12 @@ async fn the_tokens_verify_with_their_permissions_and_binding() {
     assert_eq!(record.org_id, identity.org_id);
     assert_eq!(record.permissions, CHAT_PERMISSIONS);
     assert_eq!(record.agent_id, Some(identity.agent_id));
-    assert!(hasher.verify(&record.secret_hash, chat.secret()).await.unwrap());
+    assert!(
+        hasher
+            .verify(&record.secret_hash, chat.secret())
+            .await
+            .unwrap()
+    );
 
     let admin = Pat::parse(&identity.admin_token).unwrap();
     let record = store
@@ -71,7 +76,12 @@ async fn the_tokens_verify_with_their_permissions_and_binding() {
         .unwrap();
     assert_eq!(record.permissions, ADMIN_PERMISSIONS);
     assert_eq!(record.agent_id, None);
-    assert!(hasher.verify(&record.secret_hash, admin.secret()).await.unwrap());
+    assert!(
+        hasher
+            .verify(&record.secret_hash, admin.secret())
+            .await
+            .unwrap()
+    );
 
     assert!(!format!("{identity:?}").contains(&identity.chat_token));
     assert!(!format!("{identity:?}").contains(&identity.admin_token));
@@ -85,9 +95,7 @@ async fn the_state_file_is_private_and_holds_no_chat_token() {
     let dir = TempDir::create();
     let state_path = dir.path().join("dev-state.json");
     let store = store_in(&dir).await;
-    let identity = prepare(&store, &cheap_hasher(), &state_path)
-        .await
-        .unwrap();
+    let identity = prepare(&store, &cheap_hasher(), &state_path).await.unwrap();
     let mode = std::fs::metadata(&state_path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let text = std::fs::read_to_string(&state_path).unwrap();
