@@ -9,9 +9,20 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{Config, LogFormat};
 
+/// Dependencies stay at `warn` whatever `SVC_LOG_LEVEL` says: their debug output describes
+/// frames and connections in terms this service does not control, and must never be the way a
+/// header or a body reaches the logs.
+pub const QUIET_DEPENDENCIES: &str =
+    "h2=warn,hyper=warn,hyper_util=warn,tonic=warn,tower=warn,rustls=warn,sqlx=warn,redis=warn";
+
+/// The filter for `level`: the level for this service, [`QUIET_DEPENDENCIES`] for the rest.
+pub fn filter(level: &str) -> EnvFilter {
+    EnvFilter::new(format!("{level},{QUIET_DEPENDENCIES}"))
+}
+
 /// Installs the global subscriber. Safe to call twice (the second call changes nothing).
 pub fn init(config: &Config) {
-    let filter = EnvFilter::new(config.log_level);
+    let filter = filter(config.log_level);
     let installed = match config.log_format {
         LogFormat::Json => tracing_subscriber::fmt()
             .json()

@@ -301,3 +301,37 @@ async fn a_client_disconnect_cancels_the_upstream_request() {
         .await
         .expect("the gateway dropped the upstream stream after the client left");
 }
+
+#[tokio::test]
+async fn a_stalled_stream_ends_with_a_timeout_event() {
+    let script = Script::Stream {
+        before: vec![chunk("Hel")],
+        after: vec![chunk("never sent")],
+        fail: false,
+    };
+    let env = Env::live(script, &[("SVC_PROVIDER_TIMEOUT", "300ms")]).await;
+    let body = json!({"model": LIVE_MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let response = open(&env.client, env.chat(&body).body(json_body(&body)).unwrap()).await;
+    let mut body = response.into_body();
+    let first = tokio::time::timeout(WITHIN, next_data(&mut body))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, chunk("Hel"));
+    // The upstream is never released: the gap between chunks runs into the provider timeout.
+    let last = tokio::time::timeout(WITHIN, next_data(&mut body))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = std::str::from_utf8(&last).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(text.trim_end().strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(json["error"]["code"], "PROVIDER_TIMEOUT");
+    assert!(
+        tokio::time::timeout(WITHIN, next_data(&mut body))
+            .await
+            .unwrap()
+            .is_none(),
+        "the stream ends"
+    );
+}

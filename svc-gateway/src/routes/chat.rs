@@ -67,10 +67,11 @@ pub(crate) async fn chat(State(state): State<ChatState>, request: Request) -> Re
         Err(never) => match never {},
     };
 
+    // A replay or an idempotency conflict is not a call: the provider was not asked.
+    let provider_called = !response.headers().contains_key(&IDEMPOTENT_REPLAYED)
+        && response.status() != http::StatusCode::CONFLICT;
     match (state.sessions, org, session, request_id) {
-        (Some(store), Some(org), Some(session), Some(request_id))
-            if !response.headers().contains_key(&IDEMPOTENT_REPLAYED) =>
-        {
+        (Some(store), Some(org), Some(session), Some(request_id)) if provider_called => {
             checkpoint(store, org, session, request_id, &chat, started, response).await
         }
         _ => response,

@@ -15,6 +15,7 @@ use http_body_util::Full;
 use svc_gateway::config::Config;
 use svc_gateway::{Gateway, Running};
 
+pub use auth as fake_auth;
 pub use auth::World;
 pub use client::{HttpClient, Reply, client, next_data, open, send};
 pub use upstream::{Script, Upstream, chunk, completion};

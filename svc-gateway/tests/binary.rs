@@ -1,0 +1,176 @@
+//! The `svc-gateway` binary: configuration errors exit 2 naming the variable, and the logs it
+//! writes while serving never carry a token, a key or message content.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Request;
+use http_body_util::Full;
+use serde_json::json;
+use support::{
+    LIVE_MODEL, PROVIDER_KEY, Script, Upstream, World, auth, client, completion, json_body, send,
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_svc-gateway");
+
+#[test]
+fn a_configuration_error_exits_2_with_one_line() {
+    let output = Command::new(BIN)
+        .env_clear()
+        .env("SVC_PORT", "not-a-port")
+        .output()
+        .expect("run the binary");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("SVC_PORT") || stderr.contains("SVC_AUTH_GRPC_ADDR"),
+        "{stderr}"
+    );
+
+    let output = Command::new(BIN)
+        .env_clear()
+        .env("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091")
+        .env("SVC_ENV", "production")
+        .env("SVC_GRPC_ALLOW_PLAINTEXT", "true")
+        .output()
+        .expect("run the binary");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("SVC_LLM_MODE")
+    );
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn logs_carry_metadata_only() {
+    let world = World::random();
+    let auth_addr = auth::start(&world).await;
+    let upstream = Upstream::start(Script::Json(200, completion("fine"), vec![])).await;
+    let port = svc_testkit::free_port();
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("SVC_PORT", port.to_string())
+        .env("SVC_AUTH_GRPC_ADDR", auth_addr.to_string())
+        .env("SVC_AUTH_VALIDATE_TIMEOUT", "2s")
+        .env("SVC_PROVIDER_BASE_URL", upstream.base_url())
+        .env("SVC_PROVIDER_API_KEY", PROVIDER_KEY)
+        .env("SVC_PROVIDER_MODELS", LIVE_MODEL)
+        .env("SVC_LOG_LEVEL", "DEBUG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let logs = Arc::new(Mutex::new(String::new()));
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let logs = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut logs = logs.lock().unwrap();
+                logs.push_str(&line);
+                logs.push('\n');
+            }
+        });
+    }
+    let child = Child(child);
+    let http = client();
+    let base = format!("http://127.0.0.1:{port}");
+    let up = svc_testkit::eventually(Duration::from_secs(10), || async {
+        let request = Request::get(format!("{base}/health"))
+            .body(Full::default())
+            .unwrap();
+        matches!(http.request(request).await, Ok(r) if r.status() == 200)
+    })
+    .await;
+    assert!(up, "the binary serves /health");
+
+    let secret_content = "TOP-SECRET-CONTENT-4711";
+    let body =
+        json!({"model": LIVE_MODEL, "messages": [{"role": "user", "content": secret_content}]});
+    let chat = |token: &str, key: &str| {
+        Request::post(format!("{base}/v1/chat/completions"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("x-svc-agent-id", world.agent_id.to_string())
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(json_body(&body))
+            .unwrap()
+    };
+    assert_eq!(
+        send(&http, chat(&world.chat_token, "idem-secret-key"))
+            .await
+            .status,
+        200
+    );
+    let wrong = format!("svc_pat_{}_{}", uuid::Uuid::new_v4(), "WRONGSECRETabcdef");
+    assert_eq!(
+        send(&http, chat(&wrong, "idem-secret-key")).await.status,
+        401
+    );
+    upstream.set(Script::Json(
+        400,
+        json!({"error": {"message": "rejected"}}),
+        vec![],
+    ));
+    assert_eq!(
+        send(&http, chat(&world.chat_token, "idem-secret-key-2"))
+            .await
+            .status,
+        400
+    );
+
+    let logged = svc_testkit::eventually(Duration::from_secs(5), || async {
+        logs.lock().unwrap().contains("chat completion")
+    })
+    .await;
+    assert!(logged, "the request was logged");
+    drop(child);
+    let logs = logs.lock().unwrap().clone();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("chat completion"))
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_str(line).expect("JSON log lines");
+    let fields = &json["fields"];
+    assert_eq!(fields["org_id"], world.org_id.to_string());
+    assert_eq!(fields["model"], LIVE_MODEL);
+    assert_eq!(fields["message_count"], 1);
+    assert_eq!(fields["stream"], false);
+    assert!(fields["request_id"].as_str().is_some());
+    for secret in [
+        world.chat_token.as_str(),
+        "WRONGSECRETabcdef",
+        PROVIDER_KEY,
+        secret_content,
+        "idem-secret-key",
+    ] {
+        assert!(!logs.contains(secret), "{secret} reached the logs:\n{logs}");
+    }
+}
