@@ -26,6 +26,10 @@ pub struct World {
     pub bare_token: String,
     pub agent_id: Uuid,
     pub suspended_agent_id: Uuid,
+    /// ValidateAgent answers Unavailable for this one, as when the store is down.
+    pub unavailable_agent_id: Uuid,
+    /// ValidateToken answers Internal for this one.
+    pub failing_token: String,
 }
 
 impl World {
@@ -38,6 +42,8 @@ impl World {
             bare_token: token(),
             agent_id: Uuid::new_v4(),
             suspended_agent_id: Uuid::new_v4(),
+            unavailable_agent_id: Uuid::new_v4(),
+            failing_token: token(),
         }
     }
 }
@@ -54,6 +60,9 @@ impl AuthService for FakeAuth {
         &self,
         request: tonic::Request<ValidateTokenRequest>,
     ) -> Result<tonic::Response<ValidateTokenResponse>, Status> {
+        if request.get_ref().access_token == self.world.failing_token {
+            return Err(Status::internal("store failure"));
+        }
         let Some((token_id, permissions)) = self.tokens.get(&request.get_ref().access_token) else {
             return Err(Status::unauthenticated("invalid token"));
         };
@@ -81,6 +90,8 @@ impl AuthService for FakeAuth {
                 org_id: message.org_id,
                 status: "active".to_owned(),
             }));
+        } else if message.agent_id == self.world.unavailable_agent_id.to_string() {
+            return Err(Status::unavailable("store down"));
         } else if message.agent_id == self.world.suspended_agent_id.to_string() {
             "AGENT_SUSPENDED"
         } else {
