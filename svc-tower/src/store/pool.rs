@@ -80,8 +80,14 @@ impl RedisPoolBuilder {
         self
     }
 
-    /// Builds the pool without connecting. Fails only on a malformed URL.
+    /// Builds the pool without connecting. Fails on a malformed URL, or when called outside
+    /// a Tokio runtime (the pool keeps its connections with a background task).
     pub fn build(self) -> Result<RedisPool, StoreError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StoreError::new(
+                "a Redis pool must be built inside a Tokio runtime",
+            ));
+        }
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| StoreError::with_source("invalid Redis URL", e))?;
         let config = AsyncConnectionConfig::new()
@@ -199,5 +205,39 @@ impl bb8::ManageConnection for Manager {
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
         conn.broken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_a_runtime_building_fails_instead_of_panicking() {
+        let error = RedisPool::new("redis://127.0.0.1:6379").unwrap_err();
+        assert!(error.to_string().contains("Tokio runtime"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_url_is_refused_without_echoing_it() {
+        let error = RedisPool::new("redis://user:hunter2@[::1").unwrap_err();
+        assert!(!format!("{error} {error:?}").contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn ping_reaches_the_server() {
+        let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
+        pool.ping().await.unwrap();
+        assert!(!format!("{pool:?}").contains("redis://"));
+    }
+
+    #[tokio::test]
+    async fn ping_fails_when_nothing_listens() {
+        let url = format!("redis://127.0.0.1:{}", svc_testkit::free_port());
+        let pool = RedisPool::builder(&url)
+            .connect_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        assert!(pool.ping().await.is_err());
     }
 }
