@@ -216,18 +216,20 @@ where
                     inner,
                     request,
                 } => {
+                    // Failing open, the request goes through as if unlimited, and says so
+                    // in its headers, as the no-op store's answers do.
                     let decision = match ready!(check.poll(cx)) {
-                        Ok(Ok(decision)) => Some(decision),
+                        Ok(Ok(decision)) => decision,
                         Ok(Err(error)) => {
                             fail_open(this.config, FailureKind::Error, Some(&error));
-                            None
+                            Decision::unmetered(this.config.limit)
                         }
                         Err(_elapsed) => {
                             fail_open(this.config, FailureKind::Timeout, None);
-                            None
+                            Decision::unmetered(this.config.limit)
                         }
                     };
-                    if let Some(decision) = decision.filter(|d| !d.allowed) {
+                    if !decision.allowed {
                         if let Some(metrics) = &this.config.metrics {
                             metrics.rate_limited_total.inc();
                         }
@@ -237,7 +239,10 @@ where
                         unreachable!("the request is forwarded once")
                     };
                     let future = inner.call(request);
-                    this.state.set(State::Forward { future, decision });
+                    this.state.set(State::Forward {
+                        future,
+                        decision: Some(decision),
+                    });
                 }
                 StateProj::Forward { future, decision } => {
                     let mut response = ready!(future.poll(cx))?;

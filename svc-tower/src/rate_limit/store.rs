@@ -54,13 +54,20 @@ pub struct NoopRateLimitStore;
 
 impl RateLimitStore for NoopRateLimitStore {
     fn check(&self, _org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        Box::pin(std::future::ready(Ok(Decision {
+        Box::pin(std::future::ready(Ok(Decision::unmetered(limit))))
+    }
+}
+
+impl Decision {
+    /// The decision when nothing is counted: allowed, with the whole limit remaining.
+    pub(crate) fn unmetered(limit: u32) -> Decision {
+        Decision {
             allowed: true,
             limit,
             remaining: limit,
             reset_after_secs: 0,
             retry_after_secs: 0,
-        })))
+        }
     }
 }
 

@@ -221,7 +221,12 @@ async fn a_slow_store_fails_open_after_the_timeout() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(started.elapsed(), Duration::from_millis(25));
-    assert!(response.headers().get(&X_RATELIMIT_LIMIT).is_none());
+    // Unmetered: the whole limit remains.
+    assert_eq!(header(&response, &X_RATELIMIT_LIMIT).as_deref(), Some("1"));
+    assert_eq!(
+        header(&response, &X_RATELIMIT_REMAINING).as_deref(),
+        Some("1")
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(failures(&metrics, "timeout"), 1);
 }
@@ -419,12 +424,12 @@ mod redis_backed {
             .layer(OrgRateLimitLayer::new(store, 1000).timeout(Duration::from_millis(500)))
             .service(inner);
         let org = Uuid::new_v4();
-        // Headers are only set from a real decision: their presence says the store answered.
+        // Failing open reports the whole limit remaining; a counted request reports less.
         let decided = || {
             let service = service.clone();
             async move {
                 let response = service.oneshot(request(Some(org))).await.unwrap();
-                response.headers().contains_key(&X_RATELIMIT_LIMIT)
+                header(&response, &X_RATELIMIT_REMAINING).as_deref() != Some("1000")
             }
         };
         assert!(decided().await);
