@@ -96,11 +96,6 @@ impl DevServer {
             .map_err(DevStartError::Auth)?;
         config.connect_to(auth.grpc_addr);
 
-        let channel = crate::auth::channel(&config.gateway.auth).map_err(StartError::from)?;
-        let readiness = Readiness::new(vec![
-            Box::new(AuthGrpcChecker::from_channel(channel)),
-            Box::new(SqliteChecker(store.clone())),
-        ]);
         let model = config
             .gateway
             .provider
@@ -108,13 +103,13 @@ impl DevServer {
             .first()
             .cloned()
             .unwrap_or_else(|| crate::config::DEFAULT_MOCK_MODEL.to_owned());
-        let gateway = Gateway::new(config.gateway)?
-            // One process, one replica: an in-process limiter is exact, and idempotency already
-            // falls back to its in-process store without REDIS_URL.
-            .with_rate_limit_store(Arc::new(MemoryRateLimitStore::new()))
-            .with_readiness(readiness)
-            .start()
-            .await?;
+        let gateway = match start_gateway(config, store.clone()).await {
+            Ok(gateway) => gateway,
+            Err(error) => {
+                let _ = auth.shutdown().await;
+                return Err(error.into());
+            }
+        };
         Ok(DevServer {
             http_addr: gateway.addr(),
             grpc_addr: auth.grpc_addr,
@@ -135,6 +130,22 @@ impl DevServer {
         }
         self.store.close().await;
     }
+}
+
+/// The gateway over the embedded auth plane, with dev mode's readiness (see the module docs).
+async fn start_gateway(config: DevConfig, store: SqliteStore) -> Result<Running, StartError> {
+    let channel = crate::auth::channel(&config.gateway.auth)?;
+    let readiness = Readiness::new(vec![
+        Box::new(AuthGrpcChecker::from_channel(channel)),
+        Box::new(SqliteChecker(store)),
+    ]);
+    Gateway::new(config.gateway)?
+        // One process, one replica: an in-process limiter is exact, and idempotency already
+        // falls back to its in-process store without REDIS_URL.
+        .with_rate_limit_store(Arc::new(MemoryRateLimitStore::new()))
+        .with_readiness(readiness)
+        .start()
+        .await
 }
 
 /// `sqlite`: the embedded identity store answers a trivial query.

@@ -1,0 +1,158 @@
+//! `svc-gateway dev` in process: readiness without Redis, the in-process rate limit and
+//! idempotency, and the printed credentials working against the real stack.
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use svc_gateway::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
+use svc_testkit::TempDir;
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+struct Reply {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: Value,
+}
+
+async fn start(dir: &TempDir, extra: &[(&str, &str)]) -> DevServer {
+    let data_dir = dir.path().join("data");
+    let data_dir = data_dir.to_str().unwrap();
+    let vars = [(SVC_DEV_DATA_DIR, data_dir)]
+        .into_iter()
+        .chain(extra.iter().copied());
+    let mut config = DevConfig::from_map(vars).unwrap();
+    config.gateway.listen = "127.0.0.1:0".parse().unwrap();
+    DevServer::start(config).await.unwrap()
+}
+
+async fn send(client: &HttpClient, request: Request<Full<Bytes>>) -> Reply {
+    let response = client.request(request).await.expect("gateway reachable");
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+fn chat(server: &DevServer, idempotency_key: Option<&str>) -> Request<Full<Bytes>> {
+    let body = json!({"model": server.model, "messages": [{"role": "user", "content": "hi"}]});
+    let mut request = Request::post(format!("http://{}/v1/chat/completions", server.http_addr))
+        .header(
+            "authorization",
+            format!("Bearer {}", server.identity.chat_token),
+        )
+        .header("x-svc-agent-id", server.identity.agent_id.to_string())
+        .header("content-type", "application/json");
+    if let Some(key) = idempotency_key {
+        request = request.header("idempotency-key", key);
+    }
+    request
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+#[tokio::test]
+async fn ready_checks_the_embedded_auth_plane_and_store_not_redis() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[("REDIS_URL", "redis://127.0.0.1:1")]).await;
+    let url = format!("http://{}/ready", server.http_addr);
+    let reply = send(&client(), Request::get(url).body(Full::default()).unwrap()).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["status"], "ok");
+    let checks = reply.body["checks"].as_object().unwrap();
+    let mut names: Vec<&str> = checks.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["auth_grpc", "sqlite"]);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_rate_limit_holds_in_process() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[("SVC_RATE_LIMIT_RPM", "2")]).await;
+    let client = client();
+    for _ in 0..2 {
+        let reply = send(&client, chat(&server, None)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["object"], "chat.completion");
+    }
+    let reply = send(&client, chat(&server, None)).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.body["error"]["code"], "RATE_LIMITED");
+    assert!(reply.headers.contains_key("retry-after"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn idempotent_replays_come_from_the_process() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[]).await;
+    let client = client();
+    let key = uuid::Uuid::new_v4().to_string();
+    let first = send(&client, chat(&server, Some(&key))).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let again = send(&client, chat(&server, Some(&key))).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(
+        again.body["id"], first.body["id"],
+        "replayed, not recomputed"
+    );
+    assert_eq!(
+        again
+            .headers
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok()),
+        Some("true")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restart_reuses_the_identity_and_old_chat_tokens_stay_valid() {
+    let dir = TempDir::create();
+    let first = start(&dir, &[]).await;
+    let (org_id, agent_id) = (first.identity.org_id, first.identity.agent_id);
+    let old_token = first.identity.chat_token.clone();
+    first.shutdown().await;
+
+    let second = start(&dir, &[]).await;
+    assert!(second.identity.reused);
+    assert_eq!(second.identity.org_id, org_id);
+    assert_eq!(second.identity.agent_id, agent_id);
+    assert_ne!(second.identity.chat_token, old_token);
+
+    let mut request = chat(&second, None);
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {old_token}").parse().unwrap(),
+    );
+    let reply = send(&client(), request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    second.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_taken_port_fails_to_start_and_names_the_problem() {
+    let dir = TempDir::create();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let data_dir = dir.path().join("data");
+    let config = DevConfig::from_map([
+        (SVC_DEV_DATA_DIR, data_dir.to_str().unwrap()),
+        ("SVC_PORT", port.as_str()),
+    ])
+    .unwrap();
+    let error = DevServer::start(config).await.expect_err("port taken");
+    assert!(error.to_string().contains("listen"), "{error}");
+}
