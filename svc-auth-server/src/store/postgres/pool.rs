@@ -58,6 +58,9 @@ pub fn app_pool(options: PgConnectOptions, settings: &PoolSettings) -> PgPool {
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
+        // sqlx already pings every connection when it returns to the pool, off the caller's
+        // path; pinging again on acquire would add a round trip to every ValidateToken.
+        .test_before_acquire(false)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 if set_role {
