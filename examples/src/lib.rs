@@ -6,6 +6,7 @@
 //! build the services, so the tests in `tests/` drive exactly what the examples serve.
 
 pub mod axum_app;
+pub mod custom_validator;
 pub mod demo;
 pub mod hyper_app;
 pub mod memory;
