@@ -58,8 +58,14 @@ impl Dev {
             .current_dir(repo_root())
             .env("SVC_PORT", free_port().to_string())
             .env("SVC_DEV_DATA_DIR", data_dir)
+            // The printed command must work as it would on a clean machine: mock provider,
+            // loopback, development.
             .env_remove("SVC_ENV")
             .env_remove("SVC_GRPC_PORT")
+            .env_remove("SVC_BIND_ADDR")
+            .env_remove("SVC_LLM_MODE")
+            .env_remove("SVC_PROVIDER_BASE_URL")
+            .env_remove("SVC_PROVIDER_MODELS")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
