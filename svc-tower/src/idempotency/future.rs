@@ -2,11 +2,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::Body;
 use http_body_util::Full;
 use http_body_util::combinators::Collect;
@@ -16,17 +15,18 @@ use tower::{BoxError, Service};
 use uuid::Uuid;
 
 use super::fingerprint::Fingerprint;
-use super::layer::{Config, IDEMPOTENT_REPLAYED, STORED_HEADERS};
-use super::store::{Claim, ClaimToken, IdempotencyStore, StoredResponse};
+use super::guard::ClaimGuard;
+use super::layer::Config;
+use super::respond::{
+    in_progress, key_reuse, reject, replay, storable, stored_headers, streaming_with_key,
+    unreadable,
+};
+use super::store::{Claim, IdempotencyStore, StoredResponse};
 use crate::body::ResponseBody;
-use crate::body_limit::is_length_limit_error;
-use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
+use crate::error::{ApiError, ErrorCode};
 use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
 
 static WARN: WarnThrottle = WarnThrottle::new("idempotency");
-
-/// How long a release spawned for an abandoned request may take; nobody waits for it.
-const BACKGROUND_RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a request with a key is deduplicated by.
 pub(crate) struct Scope {
@@ -216,28 +216,21 @@ where
                     match claim {
                         Ok(Ok(Claim::Claimed(token))) => State::Calling {
                             future: inner.call(request),
-                            guard: Some(ClaimGuard {
-                                store: store.clone(),
-                                org_id: scope.org_id,
-                                key: scope.key,
+                            guard: Some(ClaimGuard::new(
+                                store.clone(),
+                                scope.org_id,
+                                scope.key,
                                 token,
-                                armed: true,
-                            }),
+                            )),
                         },
                         Ok(Ok(Claim::InProgress)) => {
-                            let error =
-                                ApiError::new(ErrorCode::IdempotencyInProgress).with_retry_after(1);
-                            return Poll::Ready(Ok(reject(error)));
+                            return Poll::Ready(Ok(reject(in_progress())));
                         }
                         Ok(Ok(Claim::Committed(stored))) => {
                             return Poll::Ready(Ok(replay(stored)));
                         }
                         Ok(Ok(Claim::Mismatch)) => {
-                            let error = ApiError::new(ErrorCode::IdempotencyKeyReuse).with_header(
-                                X_SHOULD_RETRY.clone(),
-                                HeaderValue::from_static("false"),
-                            );
-                            return Poll::Ready(Ok(reject(error)));
+                            return Poll::Ready(Ok(reject(key_reuse())));
                         }
                         Ok(Err(error)) => {
                             fail_open(config, FailureKind::Error, Some(&error));
@@ -339,101 +332,6 @@ where
             this.state.set(next);
         }
     }
-}
-
-/// A claim held by a running request. Dropped while armed (the client went away, the inner
-/// service failed), it frees the key in the background, best effort.
-pub(crate) struct ClaimGuard<S: IdempotencyStore> {
-    store: S,
-    org_id: Uuid,
-    key: Arc<str>,
-    token: ClaimToken,
-    armed: bool,
-}
-
-impl<S: IdempotencyStore> ClaimGuard<S> {
-    fn release(mut self) -> StoreFuture<bool> {
-        self.armed = false;
-        self.store.release(self.org_id, &self.key, &self.token)
-    }
-
-    fn commit(&self, response: StoredResponse, ttl: Duration) -> StoreFuture<bool> {
-        self.store
-            .commit(self.org_id, &self.key, &self.token, response, ttl)
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl<S: IdempotencyStore> Drop for ClaimGuard<S> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let release = timeout(
-            BACKGROUND_RELEASE_TIMEOUT,
-            self.store.release(self.org_id, &self.key, &self.token),
-        );
-        runtime.spawn(async move {
-            let _ = release.await;
-        });
-    }
-}
-
-/// Whether a response is stored for replay. Transient failures (429, 5xx) are not, so the
-/// same key can retry; nor are rejections the error envelope will render (they carry an
-/// [`ApiError`] and a placeholder body), so they re-run rather than replay an empty body.
-fn storable<B>(response: &Response<B>) -> bool {
-    let status = response.status();
-    status != StatusCode::TOO_MANY_REQUESTS
-        && !status.is_server_error()
-        && response.extensions().get::<ApiError>().is_none()
-}
-
-fn stored_headers(headers: &HeaderMap) -> HeaderMap {
-    let mut stored = HeaderMap::new();
-    for name in &STORED_HEADERS {
-        for value in headers.get_all(name) {
-            stored.append(name.clone(), value.clone());
-        }
-    }
-    stored
-}
-
-fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
-    let mut response = Response::new(ResponseBody::full(stored.body));
-    *response.status_mut() = stored.status;
-    *response.headers_mut() = stored.headers;
-    response.headers_mut().insert(
-        IDEMPOTENT_REPLAYED.clone(),
-        HeaderValue::from_static("true"),
-    );
-    response
-}
-
-fn reject<B>(error: ApiError) -> Response<ResponseBody<B>> {
-    error.into_response_with(ResponseBody::empty())
-}
-
-fn unreadable(error: BoxError) -> ApiError {
-    if is_length_limit_error(&*error) {
-        ApiError::new(ErrorCode::PayloadTooLarge)
-    } else {
-        ApiError::new(ErrorCode::InvalidJson).with_message("The request body could not be read.")
-    }
-}
-
-fn streaming_with_key() -> ApiError {
-    ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
-        "stream",
-        FieldErrorCode::InvalidEnum,
-        "stream must be false or absent when Idempotency-Key is present.",
-    ))
 }
 
 fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {

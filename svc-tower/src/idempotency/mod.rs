@@ -56,6 +56,8 @@
 //! [`PatAuth`](crate::auth) (keys are scoped per org; a request without one passes through) and
 //! must sit inside [`BodyLimit`](crate::body_limit), because it buffers the request body: the
 //! inner service always receives a [`Full<Bytes>`](http_body_util::Full) body, key or not.
+//! On an axum route, whose handlers take axum's `Body`, put
+//! `.map_request(|r: Request<Full<Bytes>>| r.map(Body::new))` between the layer and the route.
 //! Inside [`ErrorEnvelope`](crate::envelope), which renders its 400 and 409 bodies.
 //!
 //! # Behaviour
@@ -88,12 +90,14 @@
 
 mod fingerprint;
 mod future;
+mod guard;
 mod layer;
 mod memory;
 #[cfg(feature = "redis")]
 mod record;
 #[cfg(feature = "redis")]
 mod redis;
+mod respond;
 mod store;
 
 pub use fingerprint::Fingerprint;

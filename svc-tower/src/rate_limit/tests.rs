@@ -292,6 +292,33 @@ async fn works_as_an_infallible_axum_style_service() {
     assert_eq!(statuses, [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
 }
 
+#[tokio::test]
+async fn limits_an_axum_router() {
+    use axum::routing::get;
+    use axum::{Extension, Router};
+
+    let org = request(Some(Uuid::new_v4()))
+        .extensions()
+        .get::<OrgContext>()
+        .cloned()
+        .unwrap();
+    let app = Router::new()
+        .route("/v1/orgs/{org_id}/auth-probe", get(|| async { "ok" }))
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 1))
+        .layer(Extension(org));
+    let probe = || {
+        Request::get("/v1/orgs/x/auth-probe")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    let ok = app.clone().oneshot(probe()).await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(ok.headers()[&X_RATELIMIT_REMAINING], "0");
+    let refused = app.oneshot(probe()).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key(header::RETRY_AFTER));
+}
+
 #[cfg(feature = "redis")]
 mod redis_backed {
     use std::time::Instant;

@@ -1,13 +1,11 @@
-//! The idempotency state table and rules, as layer behaviour, on any backend.
+//! The idempotency claim state table, as layer behaviour, on any backend.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
 
-use super::{BODY, Provider, chat, chat_at, completion, eventually, org, send};
-use crate::error::ApiError;
-use crate::error::ErrorCode;
+use super::{BODY, Provider, chat, completion, eventually, org, send};
 use crate::idempotency::{IdempotencyLayer, IdempotencyStore};
 
 super::on_every_backend!(
@@ -15,25 +13,15 @@ super::on_every_backend!(
     replays_committed_response,
     replay_ignores_key_order_and_whitespace,
     different_body_is_key_reuse,
-    different_route_is_key_reuse,
-    route_fn_maps_an_alias_onto_one_route,
     in_flight_key_is_in_progress,
     in_flight_key_with_other_body_is_key_reuse,
     transient_responses_release_the_claim,
-    api_error_rejections_release_the_claim,
-    inner_errors_release_the_claim,
-    stream_true_with_key_is_rejected,
-    keys_are_scoped_by_org,
-    key_over_256_chars_is_rejected,
     committed_key_is_reusable_after_ttl,
     pending_claim_expires_after_pending_ttl,
-    abandoned_request_releases_the_claim,
     concurrent_requests_with_one_key_call_inner_once,
-    key_header_is_not_forwarded,
-    requests_without_org_pass_through,
 );
 
-fn layer<S: IdempotencyStore>(store: S) -> IdempotencyLayer<S> {
+pub(super) fn layer<S: IdempotencyStore>(store: S) -> IdempotencyLayer<S> {
     // Loopback Redis on a busy test machine: a store op budget that never fails open by accident.
     IdempotencyLayer::new(store).timeout(Duration::from_secs(2))
 }
@@ -107,34 +95,6 @@ async fn different_body_is_key_reuse<S: IdempotencyStore + Clone>(store: S) {
     );
 }
 
-async fn different_route_is_key_reuse<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let org = org();
-    send(&stack, chat(Some(&org), Some("k"), BODY)).await;
-    let elsewhere = send(&stack, chat_at("/v1/other", Some(&org), Some("k"), BODY)).await;
-    assert_eq!(elsewhere.code(), Some("IDEMPOTENCY_KEY_REUSE"));
-    assert_eq!(provider.calls(), 1);
-}
-
-async fn route_fn_maps_an_alias_onto_one_route<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store).route_fn(|parts| {
-        let path = parts.uri.path();
-        path.strip_prefix("/proxy").unwrap_or(path).to_owned()
-    }));
-    let org = org();
-    let first = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
-    let alias = send(
-        &stack,
-        chat_at("/proxy/v1/chat/completions", Some(&org), Some("k"), BODY),
-    )
-    .await;
-    assert!(alias.replayed());
-    assert_eq!(alias.body, first.body);
-    assert_eq!(provider.calls(), 1);
-}
-
 async fn in_flight_key_is_in_progress<S: IdempotencyStore + Clone>(store: S) {
     let provider = Provider::new().gated();
     let stack = provider.stack(layer(store));
@@ -205,121 +165,6 @@ async fn transient_responses_release_the_claim<S: IdempotencyStore + Clone>(stor
     }
 }
 
-async fn api_error_rejections_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::responding(Arc::new(|n| {
-        if n == 0 {
-            Ok(ApiError::new(ErrorCode::InvalidRequest).into_response())
-        } else {
-            Ok(completion(n))
-        }
-    }));
-    let stack = provider.stack(layer(store));
-    let org = org();
-    let rejected = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
-    assert_eq!(rejected.code(), Some("INVALID_REQUEST"));
-    let retried = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
-    assert_eq!(retried.status, StatusCode::OK);
-    assert_eq!(provider.calls(), 2);
-}
-
-async fn inner_errors_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::responding(Arc::new(|n| {
-        if n == 0 {
-            Err("connection reset".into())
-        } else {
-            Ok(completion(n))
-        }
-    }));
-    let stack = provider.stack(layer(store));
-    let org = org();
-    let failed = tower::ServiceExt::oneshot(stack.clone(), chat(Some(&org), Some("k"), BODY)).await;
-    assert!(failed.is_err());
-    // The release runs in the background once the failed call's future is gone.
-    assert!(
-        eventually(|| async {
-            send(&stack, chat(Some(&org), Some("k"), BODY)).await.status == StatusCode::OK
-        })
-        .await
-    );
-    assert_eq!(provider.calls(), 2);
-}
-
-async fn stream_true_with_key_is_rejected<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let org = org();
-    let streaming = BODY.replace("{\"model\"", "{\"stream\":true,\"model\"");
-    let rejected = send(&stack, chat(Some(&org), Some("k"), &streaming)).await;
-    assert_eq!(rejected.status, StatusCode::BAD_REQUEST);
-    assert_eq!(rejected.code(), Some("VALIDATION_ERROR"));
-    let field = &rejected.error.as_ref().expect("an ApiError").field_errors()[0];
-    assert_eq!(field.field, "stream");
-    assert_eq!(field.code.as_str(), "INVALID_ENUM");
-    assert_eq!(provider.calls(), 0);
-    // Without a key streaming is the handler's business; stream=false with a key is fine.
-    assert_eq!(
-        send(&stack, chat(Some(&org), None, &streaming))
-            .await
-            .status,
-        StatusCode::OK
-    );
-    let not_streaming = BODY.replace("{\"model\"", "{\"stream\":false,\"model\"");
-    let ok = send(&stack, chat(Some(&org), Some("k"), &not_streaming)).await;
-    assert_eq!(ok.status, StatusCode::OK);
-    assert_eq!(provider.calls(), 2);
-}
-
-async fn keys_are_scoped_by_org<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let (a, b) = (org(), org());
-    let first_a = send(&stack, chat(Some(&a), Some("shared"), BODY)).await;
-    let first_b = send(&stack, chat(Some(&b), Some("shared"), BODY)).await;
-    assert!(!first_b.replayed());
-    assert_ne!(first_a.body, first_b.body);
-    assert_eq!(provider.calls(), 2);
-    let replay_a = send(&stack, chat(Some(&a), Some("shared"), BODY)).await;
-    let replay_b = send(&stack, chat(Some(&b), Some("shared"), BODY)).await;
-    assert_eq!(replay_a.body, first_a.body);
-    assert_eq!(replay_b.body, first_b.body);
-    // A different body under the same key is only a reuse within the org that used it.
-    let other = BODY.replace("hello", "other");
-    let c = org();
-    assert_eq!(
-        send(&stack, chat(Some(&c), Some("shared"), &other))
-            .await
-            .status,
-        StatusCode::OK
-    );
-    assert_eq!(provider.calls(), 3);
-}
-
-async fn key_over_256_chars_is_rejected<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let org = org();
-    let too_long = "k".repeat(257);
-    let rejected = send(&stack, chat(Some(&org), Some(&too_long), BODY)).await;
-    assert_eq!(rejected.status, StatusCode::BAD_REQUEST);
-    assert_eq!(rejected.code(), Some("VALIDATION_ERROR"));
-    let field = &rejected.error.as_ref().expect("an ApiError").field_errors()[0];
-    assert_eq!(field.field, "Idempotency-Key");
-    assert_eq!(field.code.as_str(), "TOO_LONG");
-    assert_eq!(provider.calls(), 0);
-    let longest = "k".repeat(256);
-    assert_eq!(
-        send(&stack, chat(Some(&org), Some(&longest), BODY))
-            .await
-            .status,
-        StatusCode::OK
-    );
-    assert!(
-        send(&stack, chat(Some(&org), Some(&longest), BODY))
-            .await
-            .replayed()
-    );
-}
-
 async fn committed_key_is_reusable_after_ttl<S: IdempotencyStore + Clone>(store: S) {
     let provider = Provider::new();
     let stack = provider.stack(layer(store).ttl(Duration::from_millis(300)));
@@ -377,28 +222,6 @@ async fn pending_claim_expires_after_pending_ttl<S: IdempotencyStore + Clone>(st
     assert_eq!(provider.calls(), 1);
 }
 
-async fn abandoned_request_releases_the_claim<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new().gated();
-    let stack = provider.stack(layer(store));
-    let org = org();
-    let abandoned = tokio::spawn({
-        let (stack, org) = (stack.clone(), org.clone());
-        async move { send(&stack, chat(Some(&org), Some("k"), BODY)).await }
-    });
-    assert!(eventually(|| async { provider.calls() == 1 }).await);
-    // The client goes away while the provider is still working.
-    abandoned.abort();
-    let _ = abandoned.await;
-    provider.open(100);
-    assert!(
-        eventually(|| async {
-            send(&stack, chat(Some(&org), Some("k"), BODY)).await.status == StatusCode::OK
-        })
-        .await
-    );
-    assert_eq!(provider.calls(), 2);
-}
-
 async fn concurrent_requests_with_one_key_call_inner_once<S: IdempotencyStore + Clone>(store: S) {
     let provider = Provider::new().gated();
     let stack = provider.stack(layer(store));
@@ -429,26 +252,4 @@ async fn concurrent_requests_with_one_key_call_inner_once<S: IdempotencyStore + 
         let identical = answer.status == StatusCode::OK && answer.body == original[0].body;
         assert!(in_progress || identical, "unexpected answer {answer:?}");
     }
-}
-
-async fn key_header_is_not_forwarded<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let org = org();
-    send(&stack, chat(Some(&org), Some("k"), BODY)).await;
-    send(&stack, chat(Some(&org), Some("other"), "not json")).await;
-    assert_eq!(provider.calls(), 2);
-    assert_eq!(
-        provider.saw_key.load(std::sync::atomic::Ordering::SeqCst),
-        0
-    );
-}
-
-async fn requests_without_org_pass_through<S: IdempotencyStore + Clone>(store: S) {
-    let provider = Provider::new();
-    let stack = provider.stack(layer(store));
-    let first = send(&stack, chat(None, Some("k"), BODY)).await;
-    let second = send(&stack, chat(None, Some("k"), BODY)).await;
-    assert!(!first.replayed() && !second.replayed());
-    assert_eq!(provider.calls(), 2);
 }

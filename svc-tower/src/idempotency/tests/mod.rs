@@ -1,10 +1,12 @@
 //! One suite, run against every backend (`cases`, `store_cases`), plus what is specific to
 //! one backend or to a misbehaving store.
 
+mod axum;
 mod cases;
 mod failures;
 #[cfg(feature = "redis")]
 mod redis;
+mod rules;
 mod store_cases;
 
 use std::sync::Arc;

@@ -1,0 +1,72 @@
+//! The responses the layer writes itself.
+
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use tower::BoxError;
+
+use super::layer::{IDEMPOTENT_REPLAYED, STORED_HEADERS};
+use super::store::StoredResponse;
+use crate::body::ResponseBody;
+use crate::body_limit::is_length_limit_error;
+use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
+
+/// Whether a response is stored for replay. Transient failures (429, 5xx) are not, so the
+/// same key can retry; nor are rejections the error envelope will render (they carry an
+/// [`ApiError`] and a placeholder body), so they re-run rather than replay an empty body.
+pub(crate) fn storable<B>(response: &Response<B>) -> bool {
+    let status = response.status();
+    status != StatusCode::TOO_MANY_REQUESTS
+        && !status.is_server_error()
+        && response.extensions().get::<ApiError>().is_none()
+}
+
+pub(crate) fn stored_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut stored = HeaderMap::new();
+    for name in &STORED_HEADERS {
+        for value in headers.get_all(name) {
+            stored.append(name.clone(), value.clone());
+        }
+    }
+    stored
+}
+
+pub(crate) fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
+    let mut response = Response::new(ResponseBody::full(stored.body));
+    *response.status_mut() = stored.status;
+    *response.headers_mut() = stored.headers;
+    response.headers_mut().insert(
+        IDEMPOTENT_REPLAYED.clone(),
+        HeaderValue::from_static("true"),
+    );
+    response
+}
+
+pub(crate) fn reject<B>(error: ApiError) -> Response<ResponseBody<B>> {
+    error.into_response_with(ResponseBody::empty())
+}
+
+pub(crate) fn unreadable(error: BoxError) -> ApiError {
+    if is_length_limit_error(&*error) {
+        ApiError::new(ErrorCode::PayloadTooLarge)
+    } else {
+        ApiError::new(ErrorCode::InvalidJson).with_message("The request body could not be read.")
+    }
+}
+
+pub(crate) fn streaming_with_key() -> ApiError {
+    ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
+        "stream",
+        FieldErrorCode::InvalidEnum,
+        "stream must be false or absent when Idempotency-Key is present.",
+    ))
+}
+
+/// The same request is still running: the OpenAI SDKs retry a 409 after `Retry-After`.
+pub(crate) fn in_progress() -> ApiError {
+    ApiError::new(ErrorCode::IdempotencyInProgress).with_retry_after(1)
+}
+
+/// A different request holds the key: retrying cannot help, and `x-should-retry` says so.
+pub(crate) fn key_reuse() -> ApiError {
+    ApiError::new(ErrorCode::IdempotencyKeyReuse)
+        .with_header(X_SHOULD_RETRY.clone(), HeaderValue::from_static("false"))
+}
