@@ -441,10 +441,20 @@ mod redis_backed {
 
     #[tokio::test]
     async fn recovers_when_redis_comes_back() {
-        let target = svc_testkit::redis_url();
-        let target = target.trim_start_matches("redis://").trim_end_matches('/');
-        let proxy = svc_testkit::FaultProxy::start(target.parse().unwrap()).await;
-        let pool = RedisPool::new(&format!("redis://{}", proxy.addr())).unwrap();
+        // redis://[user:password@]host:port[/db]: route host:port through the proxy.
+        let url = svc_testkit::redis_url();
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (userinfo, rest) = rest.rsplit_once('@').map_or(("", rest), |(u, r)| (u, r));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let target = tokio::net::lookup_host(authority)
+            .await
+            .unwrap()
+            .next()
+            .unwrap();
+        let proxy = svc_testkit::FaultProxy::start(target).await;
+        let at = if userinfo.is_empty() { "" } else { "@" };
+        let proxied = format!("{scheme}://{userinfo}{at}{}/{path}", proxy.addr());
+        let pool = RedisPool::new(&proxied).unwrap();
         let store = RedisRateLimitStore::new(pool, svc_testkit::redis_prefix());
         let (inner, _) = counting();
         let service = ServiceBuilder::new()
