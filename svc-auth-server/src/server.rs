@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
 
 use crate::config::Config;
 use crate::grpc::AuthApi;
@@ -189,6 +190,7 @@ impl Server {
             http,
             hasher,
             metrics,
+            health,
         })
     }
 }
@@ -218,6 +220,7 @@ pub struct RunningServer {
     http: JoinHandle<std::io::Result<()>>,
     hasher: Hasher,
     metrics: AuthMetrics,
+    health: HealthReporter,
 }
 
 impl RunningServer {
@@ -244,6 +247,10 @@ impl RunningServer {
     /// Stops accepting, lets in-flight calls finish (up to [`SHUTDOWN_GRACE`]), and returns.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         self.metrics.process_up.set(0);
+        // Health watchers (load balancers) see NOT_SERVING before connections start closing.
+        self.health
+            .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+            .await;
         let _ = self.shutdown.send(true);
         let grace = tokio::time::sleep(SHUTDOWN_GRACE);
         tokio::pin!(grace);

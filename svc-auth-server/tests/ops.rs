@@ -162,3 +162,36 @@ async fn reflection_lists_the_auth_service() {
         "{names:?}"
     );
 }
+
+#[tokio::test]
+async fn shutdown_reports_not_serving_to_health_watchers_first() {
+    let h = start().await;
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.server.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut watch = HealthClient::new(channel)
+        .watch(HealthCheckRequest {
+            service: "svc.auth.v1.AuthService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.message().await.unwrap().unwrap();
+    assert_eq!(first.status(), ServingStatus::Serving);
+
+    let stopping = tokio::spawn(h.server.shutdown());
+    let next = tokio::time::timeout(Duration::from_secs(5), watch.message())
+        .await
+        .expect("a status change")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.status(), ServingStatus::NotServing);
+    drop(watch);
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("shutdown completes once the watcher leaves")
+        .unwrap()
+        .unwrap();
+}
