@@ -226,6 +226,7 @@ impl Gateway {
                 .layer(pat_auth.clone())
                 // The agent, with the token's org (never the client's word for it).
                 .layer(agent_check.clone())
+                // Chat needs CHAT_COMPLETIONS: a 403 costs no Redis round trip and no provider.
                 .layer(RequirePermissionLayer::chat_completions())
                 // The limit is per org, known only after authentication; it runs before the
                 // body is parsed, so a refused request costs one Redis round trip.
