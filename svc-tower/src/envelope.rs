@@ -41,6 +41,10 @@
 //! v7 for each envelope and sets `X-Request-ID` itself.
 //!
 //! A panic is logged with the request id only: no header, path or body.
+//!
+//! The layer also puts an [`EnvelopeRenderer`] into the request extensions, so a layer that
+//! must keep a rejection's final bytes (Idempotency stores a provider's 400 for replay) renders
+//! exactly what this layer would.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -48,6 +52,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::response::Parts;
 use http::{HeaderValue, Request, Response, header};
 use pin_project_lite::pin_project;
@@ -114,11 +119,17 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let render = Render {
             request_id: req.extensions().get::<RequestId>().copied(),
             docs_base: self.docs_base.clone(),
         };
+        if let Some(request_id) = render.request_id {
+            req.extensions_mut().insert(EnvelopeRenderer {
+                request_id,
+                docs_base: self.docs_base.clone(),
+            });
+        }
         let inner = &mut self.inner;
         let state = match catch_unwind(AssertUnwindSafe(|| inner.call(req))) {
             Ok(future) => State::Inner { future },
@@ -158,23 +169,61 @@ impl Render {
             Some(id) => (id, false),
             None => (RequestId::new_v7(), true),
         };
-        let body = error.envelope(&request_id.to_string(), self.docs_base.as_deref());
-        // A handler may have built the response by hand: the error's headers (Retry-After)
-        // must reach the caller all the same.
-        for (name, value) in error.headers() {
-            parts.headers.insert(name.clone(), value.clone());
-        }
-        parts.headers.remove(header::CONTENT_LENGTH);
-        parts.headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let body = render_parts(&mut parts, error, request_id, self.docs_base.as_deref());
         if minted && !parts.headers.contains_key(&X_REQUEST_ID) {
             parts
                 .headers
                 .insert(X_REQUEST_ID.clone(), request_id.header_value());
         }
         Response::from_parts(parts, ResponseBody::full(body))
+    }
+}
+
+/// Writes an error's envelope into response parts: the error's own headers (a handler may have
+/// built the response by hand, and Retry-After must reach the caller all the same), the JSON
+/// content type, no stale Content-Length, and no [`ApiError`] left to render twice.
+fn render_parts(
+    parts: &mut Parts,
+    error: &ApiError,
+    request_id: RequestId,
+    docs_base: Option<&str>,
+) -> Bytes {
+    let body = error.envelope(&request_id.to_string(), docs_base);
+    for (name, value) in error.headers() {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.extensions.remove::<ApiError>();
+    body
+}
+
+/// How [`ErrorEnvelope`] renders the envelopes of one request, found in the request
+/// extensions of every request that passed through it with a [`RequestId`].
+#[derive(Debug, Clone)]
+pub struct EnvelopeRenderer {
+    request_id: RequestId,
+    docs_base: Option<Arc<str>>,
+}
+
+impl EnvelopeRenderer {
+    /// Renders the [`ApiError`] a response carries, if any, into its final body now, exactly as
+    /// the envelope layer would later; `Err` gives back a response that carries none.
+    pub fn render<B>(&self, response: Response<B>) -> Result<Response<Bytes>, Response<B>> {
+        let Some(error) = response.extensions().get::<ApiError>().cloned() else {
+            return Err(response);
+        };
+        let (mut parts, _placeholder) = response.into_parts();
+        let body = render_parts(
+            &mut parts,
+            &error,
+            self.request_id,
+            self.docs_base.as_deref(),
+        );
+        Ok(Response::from_parts(parts, body))
     }
 }
 

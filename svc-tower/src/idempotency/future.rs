@@ -19,10 +19,11 @@ use super::guard::ClaimGuard;
 use super::layer::Config;
 use super::respond::{
     in_progress, key_reuse, reject, replay, storable, stored_headers, streaming_with_key,
-    unreadable,
+    transient, unreadable,
 };
 use super::store::{Claim, IdempotencyStore, StoredResponse};
 use crate::body::ResponseBody;
+use crate::envelope::EnvelopeRenderer;
 use crate::error::{ApiError, ErrorCode};
 use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
 
@@ -33,6 +34,9 @@ pub(crate) struct Scope {
     pub(crate) org_id: Uuid,
     pub(crate) key: Arc<str>,
     pub(crate) route: String,
+    /// Set when ErrorEnvelope is in front: a rejection from the inner service (a provider's
+    /// 400) is then rendered here, stored and replayed like any other final answer.
+    pub(crate) renderer: Option<EnvelopeRenderer>,
 }
 
 pin_project! {
@@ -83,6 +87,7 @@ pin_project! {
             #[pin]
             future: I::Future,
             guard: Option<ClaimGuard<S>>,
+            renderer: Option<EnvelopeRenderer>,
         },
         // A response that must not be stored: free the key before answering, so a retry
         // that follows at once finds it free.
@@ -222,6 +227,7 @@ where
                                 scope.key,
                                 token,
                             )),
+                            renderer: scope.renderer,
                         },
                         Ok(Ok(Claim::InProgress)) => {
                             return Poll::Ready(Ok(reject(in_progress())));
@@ -250,23 +256,45 @@ where
                     let response = ready!(future.poll(cx))?;
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
-                StateProj::Calling { future, guard } => {
+                StateProj::Calling {
+                    future,
+                    guard,
+                    renderer,
+                } => {
                     // On an inner error the guard drops with this future and frees the key.
                     let response = ready!(future.poll(cx))?;
                     let guard = guard.take().expect("polled after completion");
-                    if storable(&response) {
-                        let (parts, body) = response.into_parts();
-                        State::Buffering {
-                            collect: http_body_util::BodyExt::collect(body),
-                            parts: Some(parts),
-                            guard: Some(guard),
+                    let response = match rendered_rejection(response, renderer.take()) {
+                        Ok(rendered) => {
+                            let (parts, bytes) = rendered.into_parts();
+                            let stored = StoredResponse {
+                                status: parts.status,
+                                headers: stored_headers(&parts.headers),
+                                body: bytes.clone(),
+                            };
+                            State::Committing {
+                                commit: timeout(config.timeout, guard.commit(stored, config.ttl)),
+                                response: Some(Response::from_parts(parts, bytes)),
+                                guard: Some(guard),
+                            }
                         }
-                    } else {
-                        State::Releasing {
-                            release: timeout(config.timeout, guard.release()),
-                            response: Some(response),
+                        Err(response) => {
+                            if storable(&response) {
+                                let (parts, body) = response.into_parts();
+                                State::Buffering {
+                                    collect: http_body_util::BodyExt::collect(body),
+                                    parts: Some(parts),
+                                    guard: Some(guard),
+                                }
+                            } else {
+                                State::Releasing {
+                                    release: timeout(config.timeout, guard.release()),
+                                    response: Some(response),
+                                }
+                            }
                         }
-                    }
+                    };
+                    response
                 }
                 StateProj::Releasing { release, response } => {
                     match ready!(release.poll(cx)) {
@@ -331,6 +359,19 @@ where
             };
             this.state.set(next);
         }
+    }
+}
+
+/// A final rejection (a provider's 400, say: not 429, not 5xx) rendered into its envelope
+/// bytes now, so it is committed and replayed like a success; `Err` hands back any other
+/// response, and a rejection when no renderer is in front (it then re-runs on retry).
+fn rendered_rejection<B>(
+    response: Response<B>,
+    renderer: Option<EnvelopeRenderer>,
+) -> Result<Response<Bytes>, Response<B>> {
+    match renderer {
+        Some(renderer) if !transient(response.status()) => renderer.render(response),
+        _ => Err(response),
     }
 }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::future::{ResponseFuture, Scope};
 use super::store::IdempotencyStore;
 use crate::context::OrgContext;
+use crate::envelope::EnvelopeRenderer;
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use crate::metrics::ProxyMetrics;
 
@@ -209,6 +210,7 @@ where
             org_id,
             key,
             route: self.config.route(&parts),
+            renderer: parts.extensions.get::<EnvelopeRenderer>().cloned(),
         });
         // The clone may not be ready; the service we were polled ready on goes to the future.
         let clone = self.inner.clone();

@@ -9,14 +9,16 @@ use crate::body::ResponseBody;
 use crate::body_limit::is_length_limit_error;
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
 
-/// Whether a response is stored for replay. Transient failures (429, 5xx) are not, so the
-/// same key can retry; nor are rejections the error envelope will render (they carry an
-/// [`ApiError`] and a placeholder body), so they re-run rather than replay an empty body.
+/// A transient failure (429, 5xx): never stored, so the same key can retry.
+pub(crate) fn transient(status: StatusCode) -> bool {
+    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+/// Whether a response is stored for replay as it is. Transient failures are not; nor are
+/// rejections still waiting for the error envelope (they carry an [`ApiError`] and a
+/// placeholder body) when no renderer was found to write their bytes first.
 pub(crate) fn storable<B>(response: &Response<B>) -> bool {
-    let status = response.status();
-    status != StatusCode::TOO_MANY_REQUESTS
-        && !status.is_server_error()
-        && response.extensions().get::<ApiError>().is_none()
+    !transient(response.status()) && response.extensions().get::<ApiError>().is_none()
 }
 
 pub(crate) fn stored_headers(headers: &HeaderMap) -> HeaderMap {

@@ -12,7 +12,9 @@ use crate::idempotency::IdempotencyStore;
 super::on_every_backend!(
     different_route_is_key_reuse,
     route_fn_maps_an_alias_onto_one_route,
-    api_error_rejections_release_the_claim,
+    unrendered_rejections_release_the_claim,
+    rendered_rejections_are_committed_and_replayed,
+    rendered_transient_rejections_release_the_claim,
     inner_errors_release_the_claim,
     stream_true_with_key_is_rejected,
     keys_are_scoped_by_org,
@@ -52,7 +54,8 @@ async fn route_fn_maps_an_alias_onto_one_route<S: IdempotencyStore + Clone>(stor
     assert_eq!(provider.calls(), 1);
 }
 
-async fn api_error_rejections_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
+/// Without ErrorEnvelope in front nothing can render the placeholder body, so the key frees.
+async fn unrendered_rejections_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
     let provider = Provider::responding(Arc::new(|n| {
         if n == 0 {
             Ok(ApiError::new(ErrorCode::InvalidRequest).into_response())
@@ -66,6 +69,71 @@ async fn api_error_rejections_release_the_claim<S: IdempotencyStore + Clone>(sto
     assert_eq!(rejected.code(), Some("INVALID_REQUEST"));
     let retried = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
     assert_eq!(retried.status, StatusCode::OK);
+    assert_eq!(provider.calls(), 2);
+}
+
+/// RequestId and ErrorEnvelope in front, as in the gateway: the stack answers `n`th-call
+/// rejections from `respond` and returns (status, headers, body) of each answer.
+async fn through_envelope<S: IdempotencyStore + Clone>(
+    provider: &Provider,
+    store: S,
+    org: &crate::context::OrgContext,
+) -> Vec<(StatusCode, http::HeaderMap, bytes::Bytes)> {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let stack = tower::ServiceBuilder::new()
+        .layer(crate::request_id::RequestIdLayer::new())
+        .layer(crate::envelope::ErrorEnvelopeLayer::new())
+        .service(provider.stack(layer(store)));
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let response = stack
+            .clone()
+            .oneshot(chat(Some(org), Some("k"), BODY))
+            .await
+            .expect("the stack answers");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("a readable body").to_bytes();
+        answers.push((parts.status, parts.headers, body));
+    }
+    answers
+}
+
+/// A provider's 400 is a final answer: stored, and replayed byte for byte.
+async fn rendered_rejections_are_committed_and_replayed<S: IdempotencyStore + Clone>(store: S) {
+    let provider = Provider::responding(Arc::new(|_| {
+        Ok(ApiError::new(ErrorCode::InvalidRequest)
+            .with_detail("unsupported parameter")
+            .into_response())
+    }));
+    let answers = through_envelope(&provider, store, &org()).await;
+    let (first, replay) = (&answers[0], &answers[1]);
+    assert_eq!(first.0, StatusCode::BAD_REQUEST);
+    let json: serde_json::Value = serde_json::from_slice(&first.2).expect("an envelope");
+    assert_eq!(json["error"]["code"], "INVALID_REQUEST");
+    assert_eq!(
+        json["error"]["request_id"],
+        first.1["x-request-id"].to_str().unwrap()
+    );
+    assert_eq!(replay.0, StatusCode::BAD_REQUEST);
+    assert_eq!(replay.1["idempotent-replayed"], "true");
+    assert_eq!(replay.2, first.2, "the replay is byte-identical");
+    assert_eq!(provider.calls(), 1);
+}
+
+/// A provider's 503 behind the envelope is still transient: the key frees for a retry.
+async fn rendered_transient_rejections_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
+    let provider = Provider::responding(Arc::new(|_| {
+        Ok(ApiError::new(ErrorCode::ProviderUnavailable).into_response())
+    }));
+    let answers = through_envelope(&provider, store, &org()).await;
+    for (status, headers, body) in &answers {
+        assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(!headers.contains_key("idempotent-replayed"));
+        let json: serde_json::Value = serde_json::from_slice(body).expect("an envelope");
+        assert_eq!(json["error"]["code"], "PROVIDER_UNAVAILABLE");
+    }
     assert_eq!(provider.calls(), 2);
 }
 
