@@ -264,7 +264,7 @@ where
                     // On an inner error the guard drops with this future and frees the key.
                     let response = ready!(future.poll(cx))?;
                     let guard = guard.take().expect("polled after completion");
-                    let response = match rendered_rejection(response, renderer.take()) {
+                    match rendered_rejection(response, renderer.take()) {
                         Ok(rendered) => {
                             let (parts, bytes) = rendered.into_parts();
                             let stored = StoredResponse {
@@ -293,8 +293,7 @@ where
                                 }
                             }
                         }
-                    };
-                    response
+                    }
                 }
                 StateProj::Releasing { release, response } => {
                     match ready!(release.poll(cx)) {
