@@ -116,6 +116,83 @@ async fn transient_provider_errors_release_the_key() {
 }
 
 #[tokio::test]
+async fn concurrent_same_key_requests_across_replicas_call_the_provider_once() {
+    let stack = Stack::start(Script::Gated(200, completion("only once"))).await;
+    let (a, b) = (stack.gateway(&[]).await, stack.gateway(&[]).await);
+    let http = client();
+
+    // The first request claims the key and is held at the upstream; the other 19, split over
+    // both replicas, arrive while it is in flight.
+    let first = tokio::spawn({
+        let (http, request) = (http.clone(), keyed(&stack, &a, "burst-1", "hi"));
+        async move { send(&http, request).await }
+    });
+    assert!(
+        svc_testkit::eventually(WITHIN, || async { stack.upstream.seen().len() == 1 }).await,
+        "the first call reached the upstream"
+    );
+    let mut others = Vec::new();
+    for i in 0..19 {
+        let gateway = if i % 2 == 0 { &b } else { &a };
+        let (http, request) = (http.clone(), keyed(&stack, gateway, "burst-1", "hi"));
+        others.push(tokio::spawn(async move { send(&http, request).await }));
+    }
+    let mut in_progress = 0;
+    for other in others {
+        let reply = other.await.unwrap();
+        assert_eq!(reply.status, 409);
+        assert_eq!(reply.code(), "IDEMPOTENCY_IN_PROGRESS");
+        assert!(reply.header("retry-after").is_some());
+        in_progress += 1;
+    }
+    stack.upstream.release();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 200);
+    assert_eq!(in_progress, 19);
+    assert_eq!(stack.upstream.seen().len(), 1, "exactly one upstream call");
+
+    // Once committed, both replicas replay the same bytes.
+    for gateway in [&a, &b] {
+        let replay = send(&http, keyed(&stack, gateway, "burst-1", "hi")).await;
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replay.body, first.body);
+    }
+    assert_eq!(stack.upstream.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn a_provider_rejection_is_final_and_replays() {
+    let stack = Stack::start(Script::Json(
+        400,
+        json!({"error": {"message": "unsupported parameter: foo"}}),
+        vec![],
+    ))
+    .await;
+    let (a, b) = (stack.gateway(&[]).await, stack.gateway(&[]).await);
+    let http = client();
+    let first = send(&http, keyed(&stack, &a, "reject-1", "hi")).await;
+    assert_eq!(first.status, 400);
+    assert_eq!(first.code(), "INVALID_REQUEST");
+    stack
+        .upstream
+        .set(Script::Json(200, completion("would succeed now"), vec![]));
+    let replay = send(&http, keyed(&stack, &b, "reject-1", "hi")).await;
+    assert_eq!(replay.status, 400);
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(
+        replay.body, first.body,
+        "the stored envelope, byte for byte"
+    );
+    assert_eq!(stack.upstream.seen().len(), 1);
+
+    // A different body under the same key is a reuse, whatever the first answer was.
+    let reuse = send(&http, keyed(&stack, &a, "reject-1", "something else")).await;
+    assert_eq!(reuse.status, 409);
+    assert_eq!(reuse.code(), "IDEMPOTENCY_KEY_REUSE");
+    assert_eq!(reuse.header("x-should-retry"), Some("false"));
+}
+
+#[tokio::test]
 async fn keys_are_scoped_by_org() {
     let stack = Stack::start(Script::Json(200, completion("ok"), vec![])).await;
     let gateway = stack.gateway(&[]).await;

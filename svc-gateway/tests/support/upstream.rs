@@ -23,6 +23,8 @@ pub enum Script {
     Raw(u16, &'static str, &'static str),
     /// Never answers.
     Hang,
+    /// Waits for [`Upstream::release`], then answers like [`Script::Json`].
+    Gated(u16, serde_json::Value),
     /// SSE: `before`, then waits for [`Upstream::release`], then `after`; then ends, or with
     /// `fail` aborts the body mid-stream.
     Stream {
@@ -147,6 +149,14 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             .body(Body::from(body))
             .unwrap(),
         Script::Hang => std::future::pending().await,
+        Script::Gated(status, json) => {
+            inner.release.notified().await;
+            Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(json.to_string()))
+                .unwrap()
+        }
         Script::Stream {
             before,
             after,
