@@ -12,7 +12,7 @@ async fn main() {
     let config = match Config::from_env() {
         Ok(config) => config,
         Err(error) => {
-            eprintln!("{error}");
+            eprintln!("error: {error}");
             std::process::exit(EXIT_CONFIG);
         }
     };
@@ -20,14 +20,14 @@ async fn main() {
     let gateway = match Gateway::new(config) {
         Ok(gateway) => gateway,
         Err(error) => {
-            eprintln!("{error}");
+            eprintln!("error: {error}");
             std::process::exit(EXIT_CONFIG);
         }
     };
     let running = match gateway.start().await {
         Ok(running) => running,
         Err(error) => {
-            eprintln!("{error}");
+            eprintln!("error: {error}");
             std::process::exit(1);
         }
     };

@@ -47,7 +47,7 @@ pub const DEFAULT_SERVICE_NAME: &str = "svc-gateway";
 
 /// A configuration value that is refused, naming the variable (never echoing a secret).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid configuration: {var}: {reason}")]
+#[error("{var}: {reason}")]
 pub struct ConfigError {
     /// The variable at fault.
     pub var: &'static str,

@@ -29,7 +29,7 @@ pub enum DevConfigError {
     )]
     Production,
     /// A variable is invalid.
-    #[error("invalid configuration: {var}: {reason}")]
+    #[error("{var}: {reason}")]
     Invalid {
         /// The variable at fault.
         var: &'static str,

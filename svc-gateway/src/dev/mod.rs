@@ -52,7 +52,7 @@ pub const EXIT_START: i32 = 1;
 /// process exit code.
 pub async fn main(args: &[String]) -> i32 {
     if let Some(extra) = args.first() {
-        eprintln!("{}", DevConfigError::Arguments(extra.clone()));
+        eprintln!("error: {}", DevConfigError::Arguments(extra.clone()));
         return EXIT_CONFIG;
     }
     // Variables that are not UTF-8 are none of ours.
@@ -62,12 +62,12 @@ pub async fn main(args: &[String]) -> i32 {
     let config = match DevConfig::from_map(vars.clone()) {
         Ok(config) => config,
         Err(error) => {
-            eprintln!("{error}");
+            eprintln!("error: {error}");
             return EXIT_CONFIG;
         }
     };
     if let Err(error) = init_logs(vars) {
-        eprintln!("{error}");
+        eprintln!("error: {error}");
         return EXIT_CONFIG;
     }
     for variable in &config.ignored {
@@ -80,7 +80,7 @@ pub async fn main(args: &[String]) -> i32 {
     let server = match DevServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
-            eprintln!("svc-gateway dev: {}", one_line(&error));
+            eprintln!("error: svc-gateway dev: {}", one_line(&error));
             return EXIT_START;
         }
     };
