@@ -115,6 +115,14 @@ impl Server {
         let mut registry = Registry::default();
         metrics.register(&mut registry, hasher.runs_counter());
 
+        // TLS files are read before anything binds, so a bad path fails without side effects.
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(files) = &config.grpc_tls {
+            builder = builder
+                .tls_config(crate::tls::server_config(files)?)
+                .map_err(|e| StartError::Tls(e.to_string()))?;
+        }
+
         let grpc_listener = bind(config.grpc_addr).await?;
         let grpc_addr = local_addr(&grpc_listener, config.grpc_addr)?;
         let http_listener = bind(config.http_addr).await?;
@@ -132,14 +140,15 @@ impl Server {
         health
             .set_service_status(SERVICE_NAME, ServingStatus::Serving)
             .await;
-        let reflection_v1 = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(svc_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        let reflection = || {
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(svc_proto::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        };
+        let reflection_v1 = reflection()
             .build_v1()
             .map_err(|e| StartError::Reflection(e.to_string()))?;
-        let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(svc_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        let reflection_v1alpha = reflection()
             .build_v1alpha()
             .map_err(|e| StartError::Reflection(e.to_string()))?;
 
@@ -151,12 +160,6 @@ impl Server {
                 Ok(request)
             },
         );
-        let mut builder = tonic::transport::Server::builder();
-        if let Some(files) = &config.grpc_tls {
-            builder = builder
-                .tls_config(crate::tls::server_config(files)?)
-                .map_err(|e| StartError::Tls(e.to_string()))?;
-        }
         let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
         let grpc = tokio::spawn(
             builder
