@@ -203,8 +203,8 @@ async fn seed(config: Config, options: SeedOptions) -> ExitCode {
     }
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
-async fn shutdown_signal() {
+/// Completes on Ctrl-C, or SIGTERM on Unix: the usual trigger of a graceful shutdown.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

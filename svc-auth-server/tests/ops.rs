@@ -112,11 +112,7 @@ async fn metrics_expose_the_catalogue_with_bounded_labels() {
 #[tokio::test]
 async fn grpc_health_reports_the_auth_service_serving() {
     let h = start().await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.server.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel(h.server.grpc_addr).await;
     let mut health = HealthClient::new(channel);
     for service in ["", "svc.auth.v1.AuthService"] {
         let response = health
@@ -133,11 +129,7 @@ async fn grpc_health_reports_the_auth_service_serving() {
 #[tokio::test]
 async fn reflection_lists_the_auth_service() {
     let h = start().await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.server.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel(h.server.grpc_addr).await;
     let mut reflection = ServerReflectionClient::new(channel);
     let request = ServerReflectionRequest {
         host: String::new(),
@@ -166,11 +158,7 @@ async fn reflection_lists_the_auth_service() {
 #[tokio::test]
 async fn shutdown_reports_not_serving_to_health_watchers_first() {
     let h = start().await;
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.server.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = channel(h.server.grpc_addr).await;
     let mut watch = HealthClient::new(channel)
         .watch(HealthCheckRequest {
             service: "svc.auth.v1.AuthService".into(),

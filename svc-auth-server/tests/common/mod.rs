@@ -68,15 +68,19 @@ pub async fn seed_org(config: &Config, org_id: Option<Uuid>) -> SeedOutput {
     .expect("seed")
 }
 
-pub async fn connect(addr: SocketAddr) -> Client {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+/// A plaintext channel to a gRPC server on loopback.
+pub async fn channel(addr: SocketAddr) -> Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(2))
         .connect()
         .await
-        .expect("connect to the gRPC server");
-    AuthServiceClient::new(channel)
+        .expect("connect to the gRPC server")
+}
+
+pub async fn connect(addr: SocketAddr) -> Client {
+    AuthServiceClient::new(channel(addr).await)
 }
 
 /// A store over the harness database, for writing fixtures without the API.
