@@ -209,3 +209,92 @@ async fn an_unreachable_database_is_unavailable() {
     assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
     assert!(!error.to_string().contains(&dsn));
 }
+
+/// A cluster role for one test, dropped (after the databases it owns) when dropped.
+struct TestRole {
+    name: String,
+}
+
+impl TestRole {
+    async fn create(attributes: &str) -> TestRole {
+        let name = format!("svc_owner_{}", Uuid::new_v4().simple());
+        let mut admin = sqlx::PgConnection::connect(&svc_testkit::postgres_admin_url())
+            .await
+            .unwrap();
+        sqlx::query(&format!("CREATE ROLE {name} LOGIN {attributes}"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        TestRole { name }
+    }
+}
+
+impl Drop for TestRole {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if let Ok(mut admin) =
+                    sqlx::PgConnection::connect(&svc_testkit::postgres_admin_url()).await
+                {
+                    let _ = sqlx::query(&format!("DROP ROLE IF EXISTS {name}"))
+                        .execute(&mut admin)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+#[tokio::test]
+async fn a_non_superuser_owner_migrates_and_validation_still_finds_tokens() {
+    let role = TestRole::create("CREATEROLE").await;
+    let db = TestDb::create().await;
+    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    sqlx::query(&format!(
+        "ALTER DATABASE {} OWNER TO {}",
+        db.name(),
+        role.name
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query(&format!("ALTER SCHEMA public OWNER TO {}", role.name))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+
+    let mut url = url::Url::parse(db.url()).unwrap();
+    url.set_username(&role.name).unwrap();
+    let owner_dsn = url.to_string();
+    crate::migrate::run(&owner_dsn, &PoolSettings::default())
+        .await
+        .expect("a non-superuser owner can migrate");
+    let store = PgStore::connect_lazy(&owner_dsn, &PoolSettings::default()).unwrap();
+    let role_in_use: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(role_in_use, APP_ROLE);
+
+    let (a, _) = two_orgs(&store).await;
+    let token_id = store.list_tokens(a, None, 1).await.unwrap()[0].token_id;
+    let record = store.token_for_validation(token_id).await.unwrap();
+    assert_eq!(record.map(|r| r.org_id), Some(a), "FORCE RLS hid the token");
+    // And the policies still bind the application role.
+    let visible: i64 = sqlx::query_scalar("SELECT count(*) FROM tokens")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(visible, 0);
+    store.pool().close().await;
+    drop(db);
+}
