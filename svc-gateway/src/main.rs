@@ -32,28 +32,7 @@ async fn main() {
         }
     };
     tracing::info!(addr = %running.addr(), "svc-gateway listening");
-    shutdown_signal().await;
+    svc_auth_server::cli::shutdown_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }

@@ -97,7 +97,7 @@ pub async fn main(args: &[String]) -> i32 {
         "svc-gateway dev serving"
     );
 
-    shutdown_signal().await;
+    svc_auth_server::cli::shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await;
     0
@@ -130,25 +130,4 @@ fn one_line(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     line
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }
