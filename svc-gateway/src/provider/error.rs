@@ -6,17 +6,21 @@
 //! | 429 | 429 RATE_LIMITED, `Retry-After` forwarded when present |
 //! | 401, 403, 404, any other 4xx, 5xx, 1xx, 3xx, transport failure, unreadable body | 503 PROVIDER_UNAVAILABLE |
 //! | 408, or no answer within `SVC_PROVIDER_TIMEOUT` | 504 PROVIDER_TIMEOUT |
-//! | model not in the registry | 501 PROVIDER_NOT_CONFIGURED |
+//! | model not in the registry | 501 PROVIDER_NOT_CONFIGURED, `x-should-retry: false` |
 //!
 //! 409, 413 and 422 are how OpenAI-compatible servers (vLLM, llama.cpp, LiteLLM) refuse a
 //! payload, so they are the client's problem like a 400. Every other unexpected status is the
 //! provider's problem: a client must not be told its request was wrong when our credentials,
 //! our base URL or the provider itself is.
+//!
+//! The official OpenAI SDKs retry every 5xx. An unregistered model stays unregistered, so the
+//! 501 says `x-should-retry: false`: the client gets its error at once instead of after two
+//! backoffs.
 
 use std::fmt;
 
-use http::StatusCode;
-use svc_tower::error::{ApiError, ErrorCode};
+use http::{HeaderValue, StatusCode};
+use svc_tower::error::{ApiError, ErrorCode, X_SHOULD_RETRY};
 
 /// Longest `detail` carried over from a provider's error message, in characters.
 pub const MAX_DETAIL_CHARS: usize = 512;
@@ -74,7 +78,8 @@ impl ProviderError {
     /// The envelope error the client sees.
     pub fn to_api_error(&self) -> ApiError {
         match self {
-            ProviderError::NotConfigured => ApiError::new(ErrorCode::ProviderNotConfigured),
+            ProviderError::NotConfigured => ApiError::new(ErrorCode::ProviderNotConfigured)
+                .with_header(X_SHOULD_RETRY.clone(), HeaderValue::from_static("false")),
             ProviderError::Rejected { detail } => {
                 let err = ApiError::new(ErrorCode::InvalidRequest);
                 match detail {
@@ -207,6 +212,7 @@ mod tests {
             (err.status().as_u16(), err.code().as_str()),
             (501, "PROVIDER_NOT_CONFIGURED")
         );
+        assert_eq!(err.headers()[&X_SHOULD_RETRY], "false");
         let err = ProviderError::Timeout.to_api_error();
         assert_eq!(
             (err.status().as_u16(), err.code().as_str()),
