@@ -43,18 +43,24 @@ impl Provider for MockProvider {
         Box::pin(async move {
             let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
             let created = chrono::Utc::now().timestamp();
+            let prompt_tokens: u64 = request.messages.iter().map(|m| tokens(&m.content)).sum();
+            let completion_tokens = tokens(MOCK_REPLY);
+            let usage = json!({
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            });
             if request.stream {
+                let usage = includes_usage(&request.raw).then_some(usage);
                 return Ok(ProviderReply::Stream {
                     status: StatusCode::OK,
                     events: Box::pin(futures_util::stream::iter(
-                        stream_events(&id, created, &request.model)
+                        stream_events(&id, created, &request.model, usage)
                             .into_iter()
                             .map(Ok),
                     )),
                 });
             }
-            let prompt_tokens: u64 = request.messages.iter().map(|m| tokens(&m.content)).sum();
-            let completion_tokens = tokens(MOCK_REPLY);
             let body = json!({
                 "id": id,
                 "object": "chat.completion",
@@ -65,11 +71,7 @@ impl Provider for MockProvider {
                     "message": {"role": "assistant", "content": MOCK_REPLY},
                     "finish_reason": "stop",
                 }],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+                "usage": usage,
             });
             Ok(ProviderReply::Json {
                 status: StatusCode::OK,
@@ -79,22 +81,50 @@ impl Provider for MockProvider {
     }
 }
 
+/// Whether the body asks for `stream_options.include_usage`, as OpenAI's API reads it.
+fn includes_usage(raw: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(raw)
+        .is_ok_and(|body| body["stream_options"]["include_usage"] == true)
+}
+
 /// The SSE frames of a streamed mock answer: the role, one chunk per word, the finish, `[DONE]`.
-fn stream_events(id: &str, created: i64, model: &str) -> Vec<Bytes> {
-    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
-        let event = json!({
+///
+/// With `usage` (the client set `stream_options.include_usage`) the frames follow OpenAI's
+/// shape, which the official SDKs read: every chunk carries `"usage": null`, and one more chunk
+/// with empty `choices` and the usage comes before `[DONE]`.
+fn stream_events(
+    id: &str,
+    created: i64,
+    model: &str,
+    usage: Option<serde_json::Value>,
+) -> Vec<Bytes> {
+    let frame = |choices: serde_json::Value, usage: Option<&serde_json::Value>| {
+        let mut event = json!({
             "id": id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": choices,
         });
+        if let Some(usage) = usage {
+            event["usage"] = usage.clone();
+        }
         Bytes::from(format!("data: {event}\n\n"))
+    };
+    let null = usage.as_ref().map(|_| serde_json::Value::Null);
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        frame(
+            json!([{"index": 0, "delta": delta, "finish_reason": finish}]),
+            null.as_ref(),
+        )
     };
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
     let words: Vec<&str> = MOCK_REPLY.split_inclusive(' ').collect();
     events.extend(words.iter().map(|w| chunk(json!({"content": w}), None)));
     events.push(chunk(json!({}), Some("stop")));
+    if let Some(usage) = &usage {
+        events.push(frame(json!([]), Some(usage)));
+    }
     events.push(Bytes::from_static(b"data: [DONE]\n\n"));
     events
 }
@@ -174,5 +204,45 @@ mod tests {
             serde_json::from_slice(frames[frames.len() - 2].strip_prefix(b"data: ").unwrap())
                 .unwrap();
         assert_eq!(last_chunk["choices"][0]["finish_reason"], "stop");
+    }
+
+    #[tokio::test]
+    async fn streams_usage_last_when_asked() {
+        let mut asked = request(true);
+        asked.raw = Bytes::from_static(br#"{"stream_options": {"include_usage": true}}"#);
+        let ProviderReply::Stream { events, .. } = MockProvider
+            .complete(&asked, &CallInfo::default())
+            .await
+            .unwrap()
+        else {
+            panic!("expected a stream")
+        };
+        let frames: Vec<Bytes> = events.map(|e| e.unwrap()).collect().await;
+        let chunks: Vec<serde_json::Value> = frames[..frames.len() - 1]
+            .iter()
+            .map(|f| serde_json::from_slice(f.strip_prefix(b"data: ").unwrap()).unwrap())
+            .collect();
+        let (last, rest) = chunks.split_last().unwrap();
+        assert_eq!(last["choices"], serde_json::json!([]));
+        assert_eq!(last["usage"]["prompt_tokens"], 3);
+        assert!(last["usage"]["total_tokens"].as_u64().unwrap() > 3);
+        assert!(
+            rest.iter()
+                .all(|c| c["usage"].is_null() && c.get("usage").is_some())
+        );
+
+        let ProviderReply::Stream { events, .. } = MockProvider
+            .complete(&request(true), &CallInfo::default())
+            .await
+            .unwrap()
+        else {
+            panic!("expected a stream")
+        };
+        let frames: Vec<Bytes> = events.map(|e| e.unwrap()).collect().await;
+        assert!(
+            !frames
+                .iter()
+                .any(|f| f.windows(7).any(|w| w == b"\"usage\""))
+        );
     }
 }
