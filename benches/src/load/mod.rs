@@ -1,0 +1,218 @@
+//! `svc-load`: what the gateway adds to a chat completion, end to end, on this machine,
+//! against SPEC's "Proxy overhead budget target: under 20ms".
+//!
+//! [`run`] starts everything in this process, all on 127.0.0.1:
+//!
+//! | part | PostgreSQL mode (default) | embedded mode |
+//! |---|---|---|
+//! | upstream | a fake OpenAI-compatible provider answering a fixed completion at once | same |
+//! | identity | svc-auth-server over a fresh, migrated, seeded database | `svc-gateway dev`'s auth plane over SQLite in a temporary directory |
+//! | rate limit, idempotency | Redis, under a random key prefix | in process |
+//! | gateway | svc-gateway in live mode on the fake upstream | same |
+//!
+//! It then sends the same small chat completion, first straight to the upstream and then
+//! through the gateway, over a fixed number of HTTP/1.1 keep-alive connections with one request
+//! in flight each (see [`client`]), and reports latency percentiles and throughput of both and
+//! the difference: the added latency, whose p99 must stay under the budget. Afterwards it stops
+//! everything and removes the database, the Redis keys or the temporary directory.
+//!
+//! Both targets share one process and two cores with the auth server, PostgreSQL and Redis,
+//! so the added latency includes the gateway's share of CPU contention, as in a small
+//! deployment; it excludes the network between machines.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), svc_benches::load::LoadError> {
+//! use svc_benches::load::{LoadConfig, Mode};
+//!
+//! let config = LoadConfig { mode: Mode::Embedded, requests: 500, ..LoadConfig::default() };
+//! let report = svc_benches::load::run(&config).await?;
+//! println!("{report}");
+//! assert!(report.passed());
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod postgres;
+pub mod report;
+pub mod stack;
+pub mod upstream;
+
+use std::fmt::Display;
+
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use tokio::time::Instant;
+
+pub use config::{ArgsError, Command, LoadConfig, Mode, USAGE};
+pub use report::{Footprint, OVERHEAD_BUDGET, PhaseStats, Report};
+
+use client::{Plan, Target};
+use stack::Stack;
+use upstream::{PROVIDER_KEY, Upstream};
+
+/// The agent header of protected gateway routes.
+const X_SVC_AGENT_ID: HeaderName = HeaderName::from_static("x-svc-agent-id");
+
+/// Why a run could not measure anything. Messages never carry a DSN, a password or a token.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A server URL names a host that is not this machine.
+    #[error("{0}")]
+    NotLocal(String),
+    /// The PostgreSQL server refused or did not answer.
+    #[error("PostgreSQL, {context}: {reason}")]
+    Postgres {
+        /// What the harness was doing.
+        context: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The Redis server refused or did not answer.
+    #[error("Redis: {0}")]
+    Redis(String),
+    /// The fake upstream could not listen.
+    #[error("the fake upstream did not start")]
+    Upstream(#[source] std::io::Error),
+    /// The embedded stack's configuration was refused.
+    #[error("the embedded stack's configuration was refused")]
+    DevConfig(#[source] svc_gateway::dev::DevConfigError),
+    /// The embedded stack did not start.
+    #[error("the embedded stack did not start")]
+    Embedded(#[source] svc_gateway::dev::DevStartError),
+    /// Migrating the fresh database failed.
+    #[error("migrating the run's database failed")]
+    Migrate(#[source] svc_auth_server::migrate::MigrateError),
+    /// Seeding the fresh database failed.
+    #[error("seeding the run's database failed")]
+    Seed(#[source] svc_auth_server::seed::SeedError),
+    /// Seeding created no agent.
+    #[error("seeding created no agent")]
+    NoAgent,
+    /// The auth server did not start.
+    #[error("the auth server did not start")]
+    Auth(#[source] svc_auth_server::server::StartError),
+    /// The gateway's configuration was refused.
+    #[error("the gateway's configuration was refused")]
+    GatewayConfig(#[source] svc_gateway::config::ConfigError),
+    /// The gateway did not start.
+    #[error("the gateway did not start")]
+    Gateway(#[source] svc_gateway::StartError),
+    /// A target failed the request sent before the load, so nothing was measured.
+    #[error("the {target} target failed its first request: {reason}")]
+    Refused {
+        /// `direct` or `gateway`.
+        target: &'static str,
+        /// Its answer, or why there was none.
+        reason: String,
+    },
+}
+
+impl LoadError {
+    pub(crate) fn postgres(context: &'static str, error: impl Display) -> LoadError {
+        LoadError::Postgres {
+            context,
+            reason: error.to_string(),
+        }
+    }
+
+    pub(crate) fn redis(error: redis::RedisError) -> LoadError {
+        LoadError::Redis(error.to_string())
+    }
+}
+
+/// Starts the stack, measures both targets, stops everything, and reports.
+pub async fn run(config: &LoadConfig) -> Result<Report, LoadError> {
+    let upstream = Upstream::start().await.map_err(LoadError::Upstream)?;
+    let stack = match Stack::start(config, &upstream).await {
+        Ok(stack) => stack,
+        Err(error) => {
+            upstream.shutdown().await;
+            return Err(error);
+        }
+    };
+    let measured = measure(config, &upstream, &stack).await;
+    let footprint = Footprint {
+        upstream: upstream.addr(),
+        gateway: stack.gateway_addr,
+        auth_grpc: stack.auth_grpc,
+        database: stack.database(),
+        redis_prefix: stack.redis_prefix(),
+        data_dir: stack.data_dir(),
+    };
+    let cleanup = stack.shutdown().await;
+    let upstream_calls = upstream.calls();
+    upstream.shutdown().await;
+    let (direct, gateway) = measured?;
+    Ok(Report {
+        mode: config.mode,
+        requests: config.requests,
+        concurrency: config.concurrency,
+        idempotency: config.idempotency,
+        sessions: config.sessions,
+        direct,
+        gateway,
+        upstream_calls,
+        budget: config.budget,
+        footprint,
+        cleanup,
+    })
+}
+
+/// One checked request per target, the warm-up, then the measured phases one after the other.
+async fn measure(
+    config: &LoadConfig,
+    upstream: &Upstream,
+    stack: &Stack,
+) -> Result<(PhaseStats, PhaseStats), LoadError> {
+    let direct = Target {
+        name: "direct",
+        addr: upstream.addr(),
+        headers: headers(&[(AUTHORIZATION, format!("Bearer {PROVIDER_KEY}"))]),
+    };
+    let gateway = Target {
+        name: "gateway",
+        addr: stack.gateway_addr,
+        headers: headers(&[
+            (AUTHORIZATION, format!("Bearer {}", stack.chat_token)),
+            (X_SVC_AGENT_ID, stack.agent_id.to_string()),
+        ]),
+    };
+    // One request alone first: it pays the token's one Argon2id run, and a misconfigured
+    // stack is named here instead of as thousands of failures.
+    for target in [&direct, &gateway] {
+        client::check(target, config.idempotency)
+            .await
+            .map_err(|reason| LoadError::Refused {
+                target: target.name,
+                reason,
+            })?;
+    }
+    let deadline = Instant::now() + config.max_time;
+    let plan = |requests| Plan {
+        requests,
+        concurrency: config.concurrency,
+        idempotency: config.idempotency,
+        deadline,
+    };
+    if config.warmup > 0 {
+        client::run(&direct, plan(config.warmup)).await;
+        client::run(&gateway, plan(config.warmup)).await;
+    }
+    let direct = client::run(&direct, plan(config.requests)).await;
+    let gateway = client::run(&gateway, plan(config.requests)).await;
+    Ok((direct, gateway))
+}
+
+/// Header values that never show in a `Debug` print.
+fn headers(pairs: &[(HeaderName, String)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        if let Ok(mut value) = HeaderValue::from_str(value) {
+            value.set_sensitive(true);
+            map.insert(name.clone(), value);
+        }
+    }
+    map
+}
