@@ -4,7 +4,7 @@
 //! the same in process, with a configuration built from a map and `listen` on
 //! `127.0.0.1:0`.
 //!
-//! The request path, outermost first (see [`app`]): RequestId, ErrorEnvelope, metrics,
+//! The request path, outermost first (see [`app`](fn@crate::app)): RequestId, ErrorEnvelope, metrics,
 //! then on protected routes BodyLimit, PatAuth, AgentCheck, OrgRateLimit, the handler
 //! (parse and validate), Idempotency and the provider.
 

@@ -1,4 +1,4 @@
-//! The route handlers. The stack around them is assembled in [`crate::app`].
+//! The route handlers. The stack around them is assembled in [`crate::app`](mod@crate::app).
 
 pub(crate) mod chat;
 pub(crate) mod ops;

@@ -1,4 +1,4 @@
-//! Authenticates requests by their bearer PAT and inserts the token's [`OrgContext`]; guards
+//! Authenticates requests by their bearer PAT and inserts the token's [`OrgContext`](crate::context::OrgContext); guards
 //! routes by permission.
 //!
 //! ```
@@ -54,7 +54,7 @@
 //! | not `Bearer svc_pat_<uuid>_<secret>` (checked before any I/O) | 401 `INVALID_TOKEN` |
 //! | [`TokenError::Invalid`] (gRPC Unauthenticated) | 401 `INVALID_TOKEN` |
 //! | [`TokenError::Timeout`], [`TokenError::Unavailable`], [`TokenError::Internal`] | 503 `SERVICE_DEGRADED`, `Retry-After: 1` |
-//! | valid | the inner service, with the [`OrgContext`] in the request extensions |
+//! | valid | the inner service, with the [`OrgContext`](crate::context::OrgContext) in the request extensions |
 //!
 //! The request body is not polled until the token is valid, and a rejected request never
 //! reaches the inner service. [`RequirePermission`] then answers 403

@@ -45,9 +45,9 @@
 //!
 //! # Backends
 //!
-//! [`RedisRateLimitStore`] (feature `redis`) is shared by every replica; [`MemoryRateLimitStore`]
+//! `RedisRateLimitStore` (feature `redis`) is shared by every replica; [`MemoryRateLimitStore`]
 //! counts in one process; [`NoopRateLimitStore`] allows everything (no `REDIS_URL`). All count
-//! with GCRA; see [`RedisRateLimitStore`] for its exactness. A store that errors or misses the
+//! with GCRA; see `RedisRateLimitStore` for its exactness. A store that errors or misses the
 //! layer's timeout fails open: the request proceeds (its headers report the whole limit
 //! remaining, as the no-op store's do), the failure is counted in
 //! `svc_proxy_store_failures_total{store="rate_limit"}` and logged at most every few seconds.

@@ -26,7 +26,7 @@ pub struct Decision {
 /// Where the per-org request counts live.
 ///
 /// One call is one request: the store records it and decides, atomically. The shipped stores
-/// all implement GCRA (see [`RedisRateLimitStore`](super::RedisRateLimitStore)), so a
+/// all implement GCRA (see `RedisRateLimitStore`), so a
 /// single-process and a shared deployment behave alike.
 pub trait RateLimitStore: Send + Sync + 'static {
     /// Counts one request of `org_id` against `limit` requests per minute and decides.
