@@ -23,7 +23,7 @@
 //! assert_eq!(response.headers()["x-request-id"], "0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b");
 //! assert_eq!(response.body(), "0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b");
 //! assert_eq!(response.headers()["x-trace-id"], "4bf92f3577b34da6a3ce929d0e0e4736");
-//! assert!(response.headers()["x-response-time"].to_str().unwrap().parse::<f64>().is_ok());
+//! assert!(response.headers()["x-response-time"].to_str().unwrap().parse::<u64>().is_ok());
 //! # }
 //! ```
 //!
@@ -35,8 +35,9 @@
 //! a valid W3C `traceparent` header, else a fresh random one.
 //!
 //! `X-Response-Time` is the time from this layer receiving the request to the inner service
-//! producing response headers, in milliseconds as a decimal with three fractional digits
-//! (`"0.412"`, `"12.000"`). For a streamed body it measures time to first byte, not the stream.
+//! producing response headers, in whole milliseconds (`"0"`, `"12"`): a plain integer parses
+//! everywhere a duration in milliseconds is expected. For a streamed body it measures time to
+//! first byte, not the stream.
 //!
 //! # Where it goes
 //!
@@ -298,15 +299,13 @@ where
             Poll::Ready(Ok(response)) => response,
             other => return other,
         };
-        let elapsed_ms = this.started.elapsed().as_secs_f64() * 1000.0;
+        let elapsed_ms = u64::try_from(this.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let headers = response.headers_mut();
         let (name, value) = this.request_id;
         headers.insert(name.clone(), value.clone());
         let (name, value) = this.trace_id;
         headers.insert(name.clone(), value.clone());
-        if let Ok(value) = HeaderValue::try_from(format!("{elapsed_ms:.3}")) {
-            headers.insert(X_RESPONSE_TIME.clone(), value);
-        }
+        headers.insert(X_RESPONSE_TIME.clone(), HeaderValue::from(elapsed_ms));
         Poll::Ready(Ok(response))
     }
 }
@@ -440,15 +439,10 @@ mod tests {
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(Uuid::parse_str(header(&response, "x-request-id")).is_ok());
         assert_eq!(header(&response, "x-trace-id").len(), 32);
-        let ms: f64 = header(&response, "x-response-time").parse().unwrap();
-        assert!(ms >= 0.0);
-        assert_eq!(
-            header(&response, "x-response-time")
-                .split('.')
-                .nth(1)
-                .map(str::len),
-            Some(3)
-        );
+        let ms: u64 = header(&response, "x-response-time")
+            .parse()
+            .expect("whole milliseconds");
+        assert!(ms < 60_000);
     }
 
     #[tokio::test]

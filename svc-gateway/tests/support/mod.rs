@@ -163,7 +163,7 @@ pub fn assert_envelope(reply: &Reply, status: u16, code: &str) {
     assert!(
         reply
             .header("x-response-time")
-            .and_then(|t| t.parse::<f64>().ok())
+            .and_then(|t| t.parse::<u64>().ok())
             .is_some(),
         "X-Response-Time"
     );
