@@ -5,13 +5,19 @@
 //! after the stream has started the status line is long gone, so the failure is told as a
 //! final event, `data: {"error": {...}}`, in the envelope's shape. Dropping the body (the
 //! client went away) drops the provider stream and with it the upstream request.
+//!
+//! Only whole events go out. A frame that ends inside an event keeps its tail until the rest
+//! arrives (a client cannot use half an event anyway). Were a provider cut mid-event passed
+//! on, the client would read the fragment as an event of its own: the official OpenAI SDKs
+//! then fail on its JSON and never reach the error event. So a failure drops the unfinished
+//! tail and the error event follows whole events only.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::{Body, Frame};
 
@@ -20,13 +26,17 @@ use crate::provider::{EventStream, ProviderError};
 /// `X-Accel-Buffering`: tells nginx-style proxies in front not to buffer the stream.
 pub static X_ACCEL_BUFFERING: http::HeaderName = http::HeaderName::from_static("x-accel-buffering");
 
+/// The most bytes held back waiting for an event's end. A provider that never ends an event
+/// is passed through as is past this, rather than held in memory.
+pub const MAX_UNFINISHED_EVENT_BYTES: usize = 1024 * 1024;
+
 /// A provider event stream as an HTTP body.
 pub struct SseBody {
     events: Option<EventStream>,
     request_id: String,
     docs_base: Option<Arc<str>>,
-    /// True when everything sent so far ends on an event boundary.
-    at_boundary: bool,
+    /// What came after the last event boundary: not sent yet.
+    unfinished: BytesMut,
 }
 
 impl std::fmt::Debug for SseBody {
@@ -44,7 +54,7 @@ impl SseBody {
             events: Some(events),
             request_id,
             docs_base,
-            at_boundary: true,
+            unfinished: BytesMut::new(),
         }
     }
 
@@ -66,15 +76,44 @@ impl SseBody {
         let envelope = error
             .to_api_error()
             .envelope(&self.request_id, self.docs_base.as_deref());
-        // A frame cut mid-event would swallow the error line; a blank line closes it first.
-        let prefix: &[u8] = if self.at_boundary { b"" } else { b"\n\n" };
-        let mut event = Vec::with_capacity(prefix.len() + envelope.len() + 8);
-        event.extend_from_slice(prefix);
+        let mut event = Vec::with_capacity(envelope.len() + 8);
         event.extend_from_slice(b"data: ");
         event.extend_from_slice(&envelope);
         event.extend_from_slice(b"\n\n");
         Bytes::from(event)
     }
+
+    /// The whole events `data` completes, if any; keeps the rest for later.
+    fn complete_events(&mut self, data: Bytes) -> Option<Bytes> {
+        if self.unfinished.is_empty() && ends_on_boundary(&data) {
+            // The usual case, one or more whole events per frame: sent without a copy.
+            return Some(data);
+        }
+        // A boundary may straddle the previous tail and this frame.
+        let search_from = self.unfinished.len().saturating_sub(3);
+        self.unfinished.extend_from_slice(&data);
+        if self.unfinished.len() > MAX_UNFINISHED_EVENT_BYTES {
+            return Some(self.unfinished.split().freeze());
+        }
+        let end = last_boundary_end(&self.unfinished[search_from..])? + search_from;
+        Some(self.unfinished.split_to(end).freeze())
+    }
+}
+
+fn ends_on_boundary(data: &[u8]) -> bool {
+    data.ends_with(b"\n\n") || data.ends_with(b"\r\n\r\n") || data.ends_with(b"\r\r")
+}
+
+/// Where the last blank line (the end of an event) in `data` ends.
+fn last_boundary_end(data: &[u8]) -> Option<usize> {
+    [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
+        .into_iter()
+        .filter_map(|blank| {
+            data.windows(blank.len())
+                .rposition(|w| w == blank)
+                .map(|at| at + blank.len())
+        })
+        .max()
 }
 
 impl Body for SseBody {
@@ -85,24 +124,30 @@ impl Body for SseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let Some(events) = self.events.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match events.as_mut().poll_next(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                self.events = None;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Ok(data))) => {
-                self.at_boundary = data.ends_with(b"\n\n") || data.ends_with(b"\r\n\r\n");
-                Poll::Ready(Some(Ok(Frame::data(data))))
-            }
-            Poll::Ready(Some(Err(error))) => {
-                tracing::warn!(error = %error, "provider stream ended with an error");
-                let event = self.error_event(&error);
-                self.events = None;
-                Poll::Ready(Some(Ok(Frame::data(event))))
+        loop {
+            let Some(events) = self.events.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match events.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.events = None;
+                    // A clean end: whatever the provider sent last is passed on as it is.
+                    let tail = self.unfinished.split().freeze();
+                    return Poll::Ready((!tail.is_empty()).then(|| Ok(Frame::data(tail))));
+                }
+                Poll::Ready(Some(Ok(data))) => {
+                    if let Some(events) = self.complete_events(data) {
+                        return Poll::Ready(Some(Ok(Frame::data(events))));
+                    }
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    tracing::warn!(error = %error, "provider stream ended with an error");
+                    let event = self.error_event(&error);
+                    self.events = None;
+                    self.unfinished.clear();
+                    return Poll::Ready(Some(Ok(Frame::data(event))));
+                }
             }
         }
     }
@@ -159,13 +204,65 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_error_after_a_partial_event_starts_a_new_one() {
+    async fn an_error_drops_the_unfinished_event() {
         let b = body(vec![
-            Ok("data: {\"par"),
+            Ok("data: {\"whole\": 1}\n\ndata: {\"par"),
             Err(ProviderError::Unavailable { reason: "x" }),
         ]);
         let text = b.collect().await.unwrap().to_bytes();
-        assert!(text.starts_with(b"data: {\"par\n\ndata: {\"error\""));
+        let text = std::str::from_utf8(&text).unwrap();
+        assert!(
+            text.starts_with("data: {\"whole\": 1}\n\ndata: {\"error\""),
+            "{text}"
+        );
+        assert!(!text.contains("par"), "{text}");
+        for event in text.split_terminator("\n\n") {
+            let json = event.strip_prefix("data: ").unwrap();
+            assert!(
+                serde_json::from_str::<serde_json::Value>(json).is_ok(),
+                "{event}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn events_split_across_frames_go_out_whole() {
+        let mut b = body(vec![
+            Ok("data: {\"a\""),
+            Ok(": 1}\n"),
+            Ok("\ndata: {\"b\": 2}\n\ndata: {"),
+            Ok("\"c\": 3}\r\n\r\n"),
+            Ok("data: [DONE]\n\n"),
+        ]);
+        let mut frames = Vec::new();
+        while let Some(frame) = b.frame().await {
+            frames.push(frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(
+            frames,
+            [
+                "data: {\"a\": 1}\n\ndata: {\"b\": 2}\n\n",
+                "data: {\"c\": 3}\r\n\r\n",
+                "data: [DONE]\n\n",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_endless_event_is_not_held_past_the_bound() {
+        let huge: &'static str = "x".repeat(MAX_UNFINISHED_EVENT_BYTES).leak();
+        let mut b = body(vec![Ok("data: "), Ok(huge), Ok("\n\n")]);
+        let first = b.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first.len(), MAX_UNFINISHED_EVENT_BYTES + "data: ".len());
+        let second = b.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(second, "\n\n");
+    }
+
+    #[tokio::test]
+    async fn a_clean_end_passes_the_last_bytes_on() {
+        let b = body(vec![Ok("data: 1\n\n"), Ok("data: [DONE]")]);
+        let text = b.collect().await.unwrap().to_bytes();
+        assert_eq!(text, "data: 1\n\ndata: [DONE]");
     }
 
     #[test]
