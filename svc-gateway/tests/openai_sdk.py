@@ -1,7 +1,7 @@
 """The official OpenAI Python SDK against svc-gateway, unchanged.
 
 Run by tests/openai_sdk.rs: `python openai_sdk.py CONFIG.json`, where the file holds
-{base_url, token, agent_id, suspended_agent_id, model, hold_model, release_model}. Every check
+{base_url, token, agent_id, suspended_agent_id, model, hold_model, release_model, cut_model}. Every check
 records what the SDK observed, never a verdict: the Rust side asserts, so each observation can
 fail there. The whole result is one JSON object on stdout.
 
@@ -147,6 +147,25 @@ def check_stream():
 
 def check_stream_usage():
     return summarize(list(create(stream=True, stream_options={"include_usage": True})))
+
+
+def check_stream_cut():
+    # The provider dies mid-event after one chunk: the SDK must meet our error event, not a
+    # fragment it cannot parse.
+    text = []
+    try:
+        for chunk in create(model=CONFIG["cut_model"], stream=True):
+            text.extend(choice.delta.content or "" for choice in chunk.choices)
+    except openai.APIError as error:
+        body = error.body if isinstance(error.body, dict) else {}
+        return {
+            "class": type(error).__name__,
+            "code": error.code,
+            "message": error.message,
+            "body_request_id": body.get("request_id"),
+            "text": "".join(text),
+        }
+    return {"class": None, "text": "".join(text)}
 
 
 def check_raw():
@@ -306,6 +325,7 @@ def main():
     results["create"] = guarded(check_create)
     results["stream"] = guarded(check_stream)
     results["stream_usage"] = guarded(check_stream_usage)
+    results["stream_cut"] = guarded(check_stream_cut)
     results["raw"] = guarded(check_raw)
     results["sdk_headers"] = guarded(check_sdk_headers)
     results["bad_token"] = guarded(

@@ -19,6 +19,7 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::json;
 use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
@@ -38,11 +39,16 @@ const MODEL: &str = "svc-mock-1";
 const HOLD_MODEL: &str = "svc-hold-1";
 /// Lets the held call answer.
 const RELEASE_MODEL: &str = "svc-release-1";
+/// Streams one chunk, then fails with the connection cut in the middle of the next event.
+const CUT_MODEL: &str = "svc-cut-1";
+/// The text of [`CUT_MODEL`]'s one whole chunk.
+const CUT_TEXT: &str = "Hel";
 /// Low enough for the script to reach the limit quickly, high enough for its other checks.
 const RATE_LIMIT_RPM: &str = "60";
 
 /// The mock provider, plus a hold: a [`HOLD_MODEL`] call answers once a [`RELEASE_MODEL`] call
-/// came in (before or after it), so the script decides how long a claim stays pending.
+/// came in (before or after it), so the script decides how long a claim stays pending; and a
+/// provider that dies mid-stream, [`CUT_MODEL`].
 struct Holding {
     mock: MockProvider,
     release: Arc<Notify>,
@@ -62,10 +68,34 @@ impl Provider for Holding {
             match request.model.as_str() {
                 HOLD_MODEL => self.release.notified().await,
                 RELEASE_MODEL => self.release.notify_one(),
+                CUT_MODEL => return Ok(cut_stream()),
                 _ => {}
             }
             self.mock.complete(request, call).await
         })
+    }
+}
+
+fn cut_stream() -> ProviderReply {
+    let chunk = json!({
+        "id": "chatcmpl-cut",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": CUT_MODEL,
+        "choices": [{"index": 0, "delta": {"content": CUT_TEXT}, "finish_reason": null}],
+    });
+    let frames = [
+        Ok(Bytes::from(format!("data: {chunk}\n\n"))),
+        Ok(Bytes::from_static(
+            b"data: {\"id\": \"chatcmpl-cut\", \"obj",
+        )),
+        Err(ProviderError::Unavailable {
+            reason: "provider stream failed",
+        }),
+    ];
+    ProviderReply::Stream {
+        status: http::StatusCode::OK,
+        events: Box::pin(futures_util::stream::iter(frames)),
     }
 }
 
@@ -105,7 +135,7 @@ async fn gateway(auth: SocketAddr) -> svc_gateway::Running {
         mock: MockProvider::new(),
         release: Arc::new(Notify::new()),
     };
-    let models = [MODEL, HOLD_MODEL, RELEASE_MODEL].map(String::from);
+    let models = [MODEL, HOLD_MODEL, RELEASE_MODEL, CUT_MODEL].map(String::from);
     Gateway::new(config)
         .expect("gateway builds")
         .with_registry(Registry::new(Arc::new(provider), models))
@@ -140,6 +170,7 @@ async fn the_official_python_sdk_works_unchanged() {
         "model": MODEL,
         "hold_model": HOLD_MODEL,
         "release_model": RELEASE_MODEL,
+        "cut_model": CUT_MODEL,
     });
     let results = python::run_script(&python, &config).await;
     let version = results["sdk_version"].as_str().expect("the SDK version");

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{MOCK_REPLY, MODEL, RATE_LIMIT_RPM};
+use super::{CUT_TEXT, MOCK_REPLY, MODEL, RATE_LIMIT_RPM};
 
 fn is_uuid(value: &Value) -> bool {
     value
@@ -99,6 +99,17 @@ pub(super) fn completions(results: &Value) {
     let reported = usage["usage"].as_array().expect("usage chunks");
     assert_eq!(reported.len(), 1, "one usage chunk: {usage}");
     usage_adds_up(&reported[0]);
+
+    // An error after the stream started is the final `data: {"error": ...}` event.
+    let cut = &results["stream_cut"];
+    assert_eq!(cut["class"], "APIError", "{cut}");
+    assert_eq!(cut["code"], "PROVIDER_UNAVAILABLE");
+    assert_eq!(
+        cut["text"], CUT_TEXT,
+        "the deltas before the failure arrived"
+    );
+    assert!(is_uuid(&cut["body_request_id"]), "{cut}");
+    assert!(cut["message"].as_str().is_some_and(|m| !m.is_empty()));
 
     let raw = &results["raw"];
     assert_eq!(raw["status"], 200, "{raw}");
