@@ -13,6 +13,8 @@ use crate::auth::ResponseFuture;
 use crate::body::ResponseBody;
 use crate::context::OrgContext;
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
+use crate::request_id::TraceId;
+use crate::trace_context;
 
 /// `X-SVC-Agent-ID`, the header naming the calling agent.
 pub static X_SVC_AGENT_ID: HeaderName = HeaderName::from_static("x-svc-agent-id");
@@ -104,9 +106,13 @@ where
         }
         let org_id = context.org_id;
         let validator = self.validator.clone();
+        let trace = req.extensions().get::<TraceId>().copied();
         let check = Box::pin(async move {
             let agent = agent_id.hyphenated().to_string();
-            match validator.validate(org_id, &agent).await {
+            // Called, not only polled, inside the scope: a closure's synchronous part sees the
+            // trace too. GrpcAuthClient sends it with ValidateAgent.
+            let validate = async { validator.validate(org_id, &agent).await };
+            match trace_context::scope(trace, validate).await {
                 Ok(()) => Ok(agent_id),
                 Err(err) => Err(rejection(err)),
             }
@@ -240,6 +246,36 @@ mod tests {
         assert_eq!(
             *asked.lock().unwrap(),
             vec![(context.org_id, agent.to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_validator_runs_in_the_request_trace() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let validator = move |_: Uuid, _: &str| {
+            let sync = crate::trace_context::current();
+            let log = Arc::clone(&log);
+            async move {
+                log.lock()
+                    .unwrap()
+                    .push((sync, crate::trace_context::current()));
+                Ok(())
+            }
+        };
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let trace = TraceId::random();
+        let agent = Uuid::new_v4().to_string();
+        let mut traced = request(Some(&context(None)), Some(&agent));
+        traced.extensions_mut().insert(trace);
+        let response = svc.clone().oneshot(traced).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        svc.oneshot(request(Some(&context(None)), Some(&agent)))
+            .await
+            .unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(Some(trace), Some(trace)), (None, None)]
         );
     }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_proto::v1::{ValidateAgentRequest, ValidateTokenRequest, ValidateTokenResponse};
+use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
@@ -13,6 +14,7 @@ use uuid::Uuid;
 use super::validator::{TokenError, TokenValidator};
 use crate::agent::{AgentError, AgentValidator};
 use crate::context::{OrgContext, Permissions};
+use crate::trace_context::{self, TRACEPARENT, TraceParent};
 
 /// The default deadline of each call (`SVC_AUTH_VALIDATE_TIMEOUT`).
 pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -50,6 +52,11 @@ pub enum GrpcClientError {
 /// its `ErrorInfo` reason is `AGENT_SUSPENDED`, else [`AgentError::NotAuthorized`] (so is
 /// NotFound); InvalidArgument is [`AgentError::InvalidArgument`]; everything else, deadline
 /// included, is [`AgentError::Unavailable`].
+///
+/// Trace context: inside [`trace_context::scope`] (PatAuth and AgentCheck run their validators
+/// there with the request's [`TraceId`](crate::request_id::TraceId)), each call carries W3C
+/// `traceparent` metadata with that trace id and a fresh parent id, so the auth service's spans
+/// and logs join the trace the client sees in `X-Trace-ID`.
 ///
 /// Build it inside a Tokio runtime (the channel spawns its worker there).
 #[derive(Debug, Clone)]
@@ -140,9 +147,16 @@ impl GrpcAuthClient {
         }
     }
 
+    /// A request with the deadline and, inside a request's trace, its `traceparent`.
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.set_timeout(self.timeout);
+        if let Some(trace) = trace_context::current() {
+            let parent = TraceParent::child_of(trace).to_string();
+            if let Ok(value) = MetadataValue::try_from(parent) {
+                request.metadata_mut().insert(TRACEPARENT.as_str(), value);
+            }
+        }
         request
     }
 }
@@ -268,6 +282,34 @@ mod tests {
         assert_eq!(client.timeout(), DEFAULT_VALIDATE_TIMEOUT);
         let client = client.validate_timeout(Duration::from_secs(2));
         assert_eq!(client.timeout(), Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn calls_carry_the_scoped_trace_as_traceparent() {
+        use crate::request_id::TraceId;
+
+        let client = GrpcAuthClient::connect_lazy("127.0.0.1:9091").unwrap();
+        let outside = client.request(());
+        assert!(outside.metadata().get("traceparent").is_none());
+
+        let trace = TraceId::random();
+        let (first, second) = trace_context::scope(Some(trace), async {
+            (client.request(()), client.request(()))
+        })
+        .await;
+        let parent = |request: &tonic::Request<()>| {
+            request
+                .metadata()
+                .get("traceparent")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .expect("traceparent metadata")
+        };
+        let (first, second) = (parent(&first), parent(&second));
+        assert_eq!(TraceId::from_traceparent(first.as_bytes()), Some(trace));
+        assert_eq!(TraceId::from_traceparent(second.as_bytes()), Some(trace));
+        assert!(first.ends_with("-01"));
+        assert_ne!(first, second, "each call has its own parent id");
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::body::ResponseBody;
 use crate::context::OrgContext;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{ProxyMetrics, ResultLabel};
+use crate::request_id::TraceId;
+use crate::trace_context;
 
 /// `Retry-After` on 503 `SERVICE_DEGRADED`: an outage of the auth service is usually short.
 const DEGRADED_RETRY_AFTER_SECS: u64 = 1;
@@ -106,9 +108,13 @@ where
         };
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
+        let trace = req.extensions().get::<TraceId>().copied();
         let check = Box::pin(async move {
             let started = Instant::now();
-            let outcome = validator.validate(&token).await;
+            // Called, not only polled, inside the scope: a closure's synchronous part sees the
+            // trace too. GrpcAuthClient sends it with ValidateToken.
+            let outcome =
+                trace_context::scope(trace, async { validator.validate(&token).await }).await;
             drop(token);
             let result = match &outcome {
                 Ok(_) => "ok",
@@ -352,6 +358,27 @@ mod tests {
         let response = future.await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
         assert!(polled.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn the_validator_runs_in_the_request_trace() {
+        let context = context();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let validator = move |_: &str| {
+            log.lock().unwrap().push(crate::trace_context::current());
+            let context = context.clone();
+            async move { Ok(context) }
+        };
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let trace = TraceId::random();
+        let mut traced = request(Some(&format!("Bearer {TOKEN}")));
+        traced.extensions_mut().insert(trace);
+        let response = svc.clone().oneshot(traced).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let untraced = request(Some(&format!("Bearer {TOKEN}")));
+        svc.oneshot(untraced).await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec![Some(trace), None]);
     }
 
     #[tokio::test]
