@@ -35,6 +35,7 @@
 pub mod client;
 pub mod config;
 pub mod postgres;
+pub mod redis_keys;
 pub mod report;
 pub mod stack;
 pub mod upstream;
@@ -133,6 +134,10 @@ pub async fn run(config: &LoadConfig) -> Result<Report, LoadError> {
         }
     };
     let measured = measure(config, &upstream, &stack).await;
+    let mut cleanup = Vec::new();
+    if let Ok(measured) = &measured {
+        cleanup.extend(stack.settle(measured.gateway_answered).await);
+    }
     let footprint = Footprint {
         upstream: upstream.addr(),
         gateway: stack.gateway_addr,
@@ -141,10 +146,12 @@ pub async fn run(config: &LoadConfig) -> Result<Report, LoadError> {
         redis_prefix: stack.redis_prefix(),
         data_dir: stack.data_dir(),
     };
-    let cleanup = stack.shutdown().await;
+    cleanup.extend(stack.shutdown().await);
     let upstream_calls = upstream.calls();
     upstream.shutdown().await;
-    let (direct, gateway) = measured?;
+    let Measured {
+        direct, gateway, ..
+    } = measured?;
     Ok(Report {
         mode: config.mode,
         requests: config.requests,
@@ -160,12 +167,20 @@ pub async fn run(config: &LoadConfig) -> Result<Report, LoadError> {
     })
 }
 
+/// Both measured phases.
+struct Measured {
+    direct: PhaseStats,
+    gateway: PhaseStats,
+    /// Gateway requests answered 200, checked and warm-up ones included.
+    gateway_answered: usize,
+}
+
 /// One checked request per target, the warm-up, then the measured phases one after the other.
 async fn measure(
     config: &LoadConfig,
     upstream: &Upstream,
     stack: &Stack,
-) -> Result<(PhaseStats, PhaseStats), LoadError> {
+) -> Result<Measured, LoadError> {
     let direct = Target {
         name: "direct",
         addr: upstream.addr(),
@@ -196,13 +211,19 @@ async fn measure(
         idempotency: config.idempotency,
         deadline,
     };
+    let mut gateway_answered = 1;
     if config.warmup > 0 {
         client::run(&direct, plan(config.warmup)).await;
-        client::run(&gateway, plan(config.warmup)).await;
+        gateway_answered += client::run(&gateway, plan(config.warmup)).await.ok;
     }
     let direct = client::run(&direct, plan(config.requests)).await;
     let gateway = client::run(&gateway, plan(config.requests)).await;
-    Ok((direct, gateway))
+    gateway_answered += gateway.ok;
+    Ok(Measured {
+        direct,
+        gateway,
+        gateway_answered,
+    })
 }
 
 /// Header values that never show in a `Debug` print.

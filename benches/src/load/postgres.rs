@@ -1,24 +1,26 @@
-//! The PostgreSQL mode's own data: a fresh database created beside the maintenance database
-//! and dropped afterwards, and a Redis key prefix whose keys are deleted afterwards. Both
-//! servers must be on this machine: the harness loads only loopback.
+//! The PostgreSQL mode's database: created fresh beside the maintenance database, dropped
+//! afterwards. The server must be on this machine: the harness loads only loopback.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
+use sqlx::PgConnection;
 use svc_auth_server::config::Dsn;
 use svc_auth_server::config::vars::Environment;
 use svc_auth_server::seed::refuse_unsafe_target;
 use svc_auth_server::store::postgres::pool::{connect_options, connect_owner};
-use url::{Host, Url};
+use tokio::time::Instant;
+use url::Url;
+use uuid::Uuid;
 
 use super::LoadError;
 
-/// Connecting to either server never waits longer than this.
+/// Connecting to PostgreSQL or Redis never waits longer than this.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Keys and database names start with this, so a leftover says where it came from.
-const NAME_PREFIX: &str = "svc_load_";
-/// One SCAN step while deleting the run's Redis keys.
-const SCAN_COUNT: usize = 1000;
+/// Database names and Redis key prefixes start with this, so a leftover says where it came
+/// from.
+pub(crate) const NAME_PREFIX: &str = "svc_load_";
+/// Between two looks at the checkpoint count.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// A database of its own for one run; [`FreshDatabase::drop_now`] removes it.
 #[derive(Debug)]
@@ -33,7 +35,7 @@ impl FreshDatabase {
     pub async fn create(admin_url: &str) -> Result<FreshDatabase, LoadError> {
         refuse_unsafe_target(Environment::Development, &Dsn::new(admin_url))
             .map_err(|e| LoadError::NotLocal(format!("SVC_TEST_POSTGRES_URL: {e}")))?;
-        let name = format!("{NAME_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let name = format!("{NAME_PREFIX}{}", Uuid::new_v4().simple());
         let mut url = Url::parse(admin_url).map_err(|_| {
             LoadError::NotLocal("SVC_TEST_POSTGRES_URL: not a PostgreSQL URL".to_owned())
         })?;
@@ -61,14 +63,58 @@ impl FreshDatabase {
         let statement = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
         execute(&self.admin_url, &statement).await
     }
+
+    /// Waits, polling up to `within`, until `org_id` has at least `expected` session
+    /// checkpoints: the gateway writes them off the request path, and dropping the database
+    /// under a write still in flight would only produce noise. Returns how many there are.
+    pub async fn wait_for_checkpoints(
+        &self,
+        org_id: Uuid,
+        expected: usize,
+        within: Duration,
+    ) -> Result<usize, LoadError> {
+        let mut conn = connect(&self.url).await?;
+        let deadline = Instant::now() + within;
+        let result = loop {
+            match checkpoints(&mut conn, org_id).await {
+                Ok(count) if count >= expected || Instant::now() >= deadline => break Ok(count),
+                Ok(_) => tokio::time::sleep(POLL_INTERVAL).await,
+                Err(error) => break Err(LoadError::postgres("counting checkpoints", error)),
+            }
+        };
+        let _ = sqlx::Connection::close(conn).await;
+        result
+    }
+}
+
+/// The org's checkpoints, read as the gateway would: inside the org's row-level security
+/// context, so an owner that is not a superuser sees them too.
+async fn checkpoints(conn: &mut PgConnection, org_id: Uuid) -> Result<usize, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(conn).await?;
+    sqlx::query("SELECT set_config('svc.org_id', $1, true)")
+        .bind(org_id.to_string())
+        .execute(&mut *tx)
+        .await?;
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM session_checkpoints WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(usize::try_from(count).unwrap_or_default())
+}
+
+/// A connection of its own, as the URL's user.
+async fn connect(url: &str) -> Result<PgConnection, LoadError> {
+    let options = connect_options(url).map_err(|e| LoadError::postgres("connecting", e))?;
+    connect_owner(&options, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| LoadError::postgres("connecting", e))
 }
 
 /// Runs one statement on a connection of its own.
 async fn execute(admin_url: &str, statement: &str) -> Result<(), LoadError> {
-    let options = connect_options(admin_url).map_err(|e| LoadError::postgres("connecting", e))?;
-    let mut conn = connect_owner(&options, CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| LoadError::postgres("connecting", e))?;
+    let mut conn = connect(admin_url).await?;
     let result = sqlx::query(statement).execute(&mut conn).await;
     let _ = sqlx::Connection::close(conn).await;
     result
@@ -76,131 +122,9 @@ async fn execute(admin_url: &str, statement: &str) -> Result<(), LoadError> {
         .map_err(|e| LoadError::postgres("creating or dropping the run's database", e))
 }
 
-/// The run's Redis keys: checked reachable before the run, deleted after it.
-#[derive(Debug, Clone)]
-pub struct RedisKeys {
-    client: redis::Client,
-    prefix: String,
-}
-
-impl RedisKeys {
-    /// Checks that `url` is on this machine and answers PING; keys will start with a fresh
-    /// random prefix.
-    pub async fn open(url: &str) -> Result<RedisKeys, LoadError> {
-        refuse_remote_redis(url)?;
-        let client = redis::Client::open(url)
-            .map_err(|_| LoadError::NotLocal("REDIS_URL: not a Redis URL".to_owned()))?;
-        let keys = RedisKeys {
-            client,
-            prefix: format!("{NAME_PREFIX}{}:", uuid::Uuid::new_v4().simple()),
-        };
-        let mut conn = keys.connection().await?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .map_err(LoadError::redis)?;
-        Ok(keys)
-    }
-
-    /// The prefix the gateway puts before every key.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// Deletes every key under the prefix; returns how many there were.
-    pub async fn delete_all(&self) -> Result<usize, LoadError> {
-        let mut conn = self.connection().await?;
-        let pattern = format!("{}*", self.prefix);
-        let mut cursor: u64 = 0;
-        let mut deleted = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(SCAN_COUNT)
-                .query_async(&mut conn)
-                .await
-                .map_err(LoadError::redis)?;
-            if !keys.is_empty() {
-                deleted += redis::cmd("DEL")
-                    .arg(&keys)
-                    .query_async::<usize>(&mut conn)
-                    .await
-                    .map_err(LoadError::redis)?;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
-        }
-    }
-
-    async fn connection(&self) -> Result<redis::aio::MultiplexedConnection, LoadError> {
-        tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            self.client.get_multiplexed_async_connection(),
-        )
-        .await
-        .map_err(|_| LoadError::Redis("connecting timed out".to_owned()))?
-        .map_err(LoadError::redis)
-    }
-}
-
-/// Refuses a Redis host that is not loopback (unix sockets are local by nature).
-fn refuse_remote_redis(url: &str) -> Result<(), LoadError> {
-    let not_local = |what: String| LoadError::NotLocal(format!("REDIS_URL: {what}"));
-    let parsed = Url::parse(url).map_err(|_| not_local("not a Redis URL".to_owned()))?;
-    if matches!(parsed.scheme(), "unix" | "redis+unix") {
-        return Ok(());
-    }
-    let local = match parsed.host() {
-        // `redis:` is not a special scheme to the URL standard: an IPv4 host stays a name.
-        Some(Host::Domain(name)) => {
-            name.eq_ignore_ascii_case("localhost")
-                || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-        }
-        Some(Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-        Some(Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-        None => false,
-    };
-    if local {
-        Ok(())
-    } else {
-        Err(not_local(format!(
-            "host {:?} is not on this machine (use localhost, 127.0.0.1 or ::1)",
-            parsed.host_str().unwrap_or_default()
-        )))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_loopback_redis_is_loaded() {
-        for url in [
-            "redis://127.0.0.1:6379",
-            "redis://localhost",
-            "redis://[::1]:6380/2",
-            "redis://:pw@127.0.0.2:6379",
-            "unix:///run/redis.sock",
-        ] {
-            assert!(refuse_remote_redis(url).is_ok(), "{url}");
-        }
-        for url in [
-            "redis://10.0.0.5:6379",
-            "redis://cache.example.com",
-            "rediss://:secret@192.168.1.2",
-            "not a url",
-        ] {
-            let error = refuse_remote_redis(url).expect_err(url).to_string();
-            assert!(error.starts_with("REDIS_URL: "), "{error}");
-            assert!(!error.contains("secret"), "{error}");
-        }
-    }
 
     #[tokio::test]
     async fn a_remote_database_is_refused_before_any_connection() {

@@ -3,6 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use svc_auth_server::seed::{self, SeedOptions};
 use svc_auth_server::store::AgentStatus;
@@ -16,7 +17,8 @@ use svc_gateway::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
 use svc_gateway::{Gateway, Running};
 use uuid::Uuid;
 
-use super::postgres::{FreshDatabase, RedisKeys};
+use super::postgres::FreshDatabase;
+use super::redis_keys::RedisKeys;
 use super::upstream::{MODEL, PROVIDER_KEY, Upstream};
 use super::{LoadConfig, LoadError, Mode};
 
@@ -30,6 +32,9 @@ const VALIDATE_TIMEOUT: &str = "2s";
 const RATE_LIMIT_RPM: &str = "100000000";
 /// One provider call; the fake answers at once.
 const PROVIDER_TIMEOUT: &str = "10s";
+
+/// How long [`Stack::settle`] waits for the last session checkpoints.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 /// The running stack and the identity requests use.
 #[derive(Debug)]
@@ -52,6 +57,8 @@ enum Parts {
         auth: RunningServer,
         database: FreshDatabase,
         redis: RedisKeys,
+        org_id: Uuid,
+        sessions: bool,
     },
     Embedded {
         server: DevServer,
@@ -93,6 +100,31 @@ impl Stack {
         }
     }
 
+    /// With durable sessions, waits (up to [`SETTLE_WITHIN`]) until the gateway has written the
+    /// checkpoints of its `answered` calls, which it does off the request path, so that the
+    /// shutdown cuts none of them off. Returns what did not settle.
+    pub async fn settle(&self, answered: usize) -> Option<String> {
+        let Parts::Postgres {
+            database,
+            org_id,
+            sessions: true,
+            ..
+        } = &self.parts
+        else {
+            return None;
+        };
+        match database
+            .wait_for_checkpoints(*org_id, answered, SETTLE_WITHIN)
+            .await
+        {
+            Ok(written) if written >= answered => None,
+            Ok(written) => Some(format!(
+                "{written} of {answered} session checkpoints written within {SETTLE_WITHIN:?}"
+            )),
+            Err(error) => Some(format!("session checkpoints: {error}")),
+        }
+    }
+
     /// Stops the gateway, then the auth server, then removes the run's data. Returns what
     /// could not be cleaned up, one line each.
     pub async fn shutdown(self) -> Vec<String> {
@@ -103,6 +135,7 @@ impl Stack {
                 auth,
                 database,
                 redis,
+                ..
             } => {
                 gateway.shutdown().await;
                 if let Err(error) = auth.shutdown().await {
@@ -173,16 +206,18 @@ async fn start_postgres(config: &LoadConfig, upstream: &Upstream) -> Result<Stac
     let redis = RedisKeys::open(&config.redis_url).await?;
     let database = FreshDatabase::create(&config.postgres_url).await?;
     match start_on(config, upstream, &database, &redis).await {
-        Ok((auth, gateway, chat_token, agent_id)) => Ok(Stack {
+        Ok((auth, gateway, identity)) => Ok(Stack {
             gateway_addr: gateway.addr(),
             auth_grpc: auth.grpc_addr,
-            chat_token,
-            agent_id,
+            chat_token: identity.chat_token,
+            agent_id: identity.agent_id,
             parts: Parts::Postgres {
                 gateway,
                 auth,
                 database,
                 redis,
+                org_id: identity.org_id,
+                sessions: config.sessions,
             },
         }),
         Err(error) => {
@@ -192,13 +227,20 @@ async fn start_postgres(config: &LoadConfig, upstream: &Upstream) -> Result<Stac
     }
 }
 
+/// The seeded org, its active agent and its chat token.
+struct Identity {
+    org_id: Uuid,
+    agent_id: Uuid,
+    chat_token: String,
+}
+
 /// Migrates and seeds `database`, then starts the auth server and the gateway over it.
 async fn start_on(
     config: &LoadConfig,
     upstream: &Upstream,
     database: &FreshDatabase,
     redis: &RedisKeys,
-) -> Result<(RunningServer, Running, String, Uuid), LoadError> {
+) -> Result<(RunningServer, Running, Identity), LoadError> {
     let auth_config = svc_auth_server::Config::local(database.url());
     svc_auth_server::migrate::run(database.url(), &auth_config.pool)
         .await
@@ -233,7 +275,14 @@ async fn start_on(
         Err(error) => Err(error),
     };
     match gateway {
-        Ok(gateway) => Ok((auth, gateway, seeded.chat_token, agent_id)),
+        Ok(gateway) => {
+            let identity = Identity {
+                org_id: seeded.org_id,
+                agent_id,
+                chat_token: seeded.chat_token,
+            };
+            Ok((auth, gateway, identity))
+        }
         Err(error) => {
             let _ = auth.shutdown().await;
             Err(error)
