@@ -3,7 +3,10 @@
 //! One gateway (mock provider, real Redis under a random prefix) in front of the real auth
 //! server on a fresh database, and one Python process running `tests/openai_sdk.py` with
 //! `base_url` = the gateway, `api_key` = a PAT and `X-SVC-Agent-ID` as a default header. The
-//! script records what the SDK made of each answer; every assertion is here.
+//! script records what the SDK made of each answer; every assertion is here. Beside the mock's
+//! model the provider serves two of the test's own: one held in flight until the script lets it
+//! go (so a second call with its key meets 409 IDEMPOTENCY_IN_PROGRESS), and one that dies in
+//! the middle of a stream.
 //!
 //! The SDK comes from the system `python3` when it has one, else from a virtualenv under the
 //! target directory (`openai-venv`, made once with `pip install openai`, then reused). Without
