@@ -14,7 +14,7 @@
 //! pointed at that upstream. The same small chat completion is sent `--requests` times (2000)
 //! over `--concurrency` (8) keep-alive HTTP/1.1 connections, first straight to the upstream,
 //! then through the gateway, after `--warmup` (100) unmeasured ones each; `--max-seconds` (60)
-//! bounds the load in time. The report gives p50, p90, p99, max and requests per second of
+//! bounds the load in time, half for each target. The report gives p50, p90, p99, max and requests per second of
 //! both, the added latency (gateway minus direct) at p50 and p99, and PASS or FAIL against
 //! 20 ms at p99. Then everything is stopped and the database, Redis keys or temporary
 //! directory of the run are removed.

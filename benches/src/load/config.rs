@@ -41,7 +41,7 @@ throughput and the added latency against SPEC's 20 ms budget at p99.
   --requests N     measured requests per target (default 2000)
   --concurrency C  connections, each with one request in flight (default 8)
   --warmup W       unmeasured requests per target first (default 100)
-  --max-seconds S  stop sending after S seconds of load (default 60)
+  --max-seconds S  bound on the load, half for each target (default 60)
   --idempotency    a fresh Idempotency-Key on every request
   --sessions       the gateway records durable sessions in the database (PostgreSQL mode)
 
@@ -89,7 +89,7 @@ pub struct LoadConfig {
     pub concurrency: usize,
     /// Unmeasured requests per target before the measured ones.
     pub warmup: usize,
-    /// Stop sending new requests this long after the load starts.
+    /// The load's bound in time: each target stops sending new requests after half of it.
     pub max_time: Duration,
     /// A fresh `Idempotency-Key` on every request.
     pub idempotency: bool,

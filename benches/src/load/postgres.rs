@@ -106,10 +106,11 @@ async fn checkpoints(conn: &mut PgConnection, org_id: Uuid) -> Result<usize, sql
 
 /// A connection of its own, as the URL's user.
 async fn connect(url: &str) -> Result<PgConnection, LoadError> {
-    let options = connect_options(url).map_err(|e| LoadError::postgres("connecting", e))?;
+    let context = "connecting to the server of SVC_TEST_POSTGRES_URL";
+    let options = connect_options(url).map_err(|e| LoadError::postgres(context, e))?;
     connect_owner(&options, CONNECT_TIMEOUT)
         .await
-        .map_err(|e| LoadError::postgres("connecting", e))
+        .map_err(|e| LoadError::postgres(context, e))
 }
 
 /// Runs one statement on a connection of its own.
