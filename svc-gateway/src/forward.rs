@@ -12,7 +12,7 @@ use axum::body::Body;
 use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, header};
 use svc_tower::error::{ApiError, ErrorCode};
-use svc_tower::request_id::RequestId;
+use svc_tower::request_id::{RequestId, TraceId};
 use tower::Service;
 
 use crate::provider::{CallInfo, ProviderReply, Registry};
@@ -53,6 +53,7 @@ impl<B> Service<Request<B>> for Forward {
             .get::<RequestId>()
             .copied()
             .unwrap_or_else(RequestId::new_v7);
+        let trace_id = request.extensions().get::<TraceId>().copied();
         let registry = self.registry.clone();
         let docs_base = self.docs_base.clone();
         Box::pin(async move {
@@ -64,6 +65,7 @@ impl<B> Service<Request<B>> for Forward {
             };
             let call = CallInfo {
                 request_id: Some(request_id.to_string()),
+                trace_id,
             };
             let response = match registry.complete(&chat, &call).await {
                 Ok(ProviderReply::Json { status, body }) => {

@@ -3,6 +3,9 @@
 //! The upstream request is built from scratch: the client's body as received, our own headers
 //! and the provider key as `Authorization: Bearer`. Nothing else of the client's request
 //! travels, so the client's `Authorization` and `Idempotency-Key` can never leak upstream.
+//! `X-Request-ID` and a W3C `traceparent` in the request's trace (a fresh parent id per call)
+//! go along, so the provider's records correlate with the client's `X-Request-ID` and
+//! `X-Trace-ID`.
 //!
 //! One pooled hyper client serves every call, over rustls (webpki roots) or plain HTTP (for a
 //! provider on loopback), with TCP_NODELAY. `SVC_PROVIDER_TIMEOUT` bounds the response head
@@ -21,6 +24,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use svc_tower::trace_context::{TRACEPARENT, TraceParent};
 use tokio::time::Instant;
 
 use super::{CallInfo, EventStream, Provider, ProviderError, ProviderReply};
@@ -139,6 +143,9 @@ impl LiveProvider {
         }
         if let Some(id) = call.request_id.as_deref() {
             builder = builder.header("x-request-id", id);
+        }
+        if let Some(trace) = call.trace_id {
+            builder = builder.header(&TRACEPARENT, TraceParent::child_of(trace).header_value());
         }
         builder.body(Full::new(request.raw.clone())).ok()
     }

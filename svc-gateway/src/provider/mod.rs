@@ -20,6 +20,7 @@ use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
+use svc_tower::request_id::TraceId;
 
 pub use error::{MAX_DETAIL_CHARS, ProviderError, retry_after_seconds, sanitized_detail};
 
@@ -68,6 +69,8 @@ impl std::fmt::Debug for ProviderReply {
 pub struct CallInfo {
     /// The gateway's request id, sent upstream as `X-Request-ID` for correlation.
     pub request_id: Option<String>,
+    /// The request's trace (the client's `X-Trace-ID`), sent upstream as W3C `traceparent`.
+    pub trace_id: Option<TraceId>,
 }
 
 /// Something that answers chat completions.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use svc_proto::v1::auth_service_server::{AuthService, AuthServiceServer};
 use svc_proto::v1::{
@@ -48,10 +48,25 @@ impl World {
     }
 }
 
+/// The method and `traceparent` metadata of each validation call, in arrival order.
+pub type Calls = Arc<Mutex<Vec<(&'static str, Option<String>)>>>;
+
 #[derive(Clone)]
 struct FakeAuth {
     world: Arc<World>,
     tokens: Arc<HashMap<String, (Uuid, i64)>>,
+    calls: Calls,
+}
+
+impl FakeAuth {
+    fn record<T>(&self, method: &'static str, request: &tonic::Request<T>) {
+        let traceparent = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        self.calls.lock().unwrap().push((method, traceparent));
+    }
 }
 
 #[tonic::async_trait]
@@ -60,6 +75,7 @@ impl AuthService for FakeAuth {
         &self,
         request: tonic::Request<ValidateTokenRequest>,
     ) -> Result<tonic::Response<ValidateTokenResponse>, Status> {
+        self.record("ValidateToken", &request);
         if request.get_ref().access_token == self.world.failing_token {
             return Err(Status::internal("store failure"));
         }
@@ -80,6 +96,7 @@ impl AuthService for FakeAuth {
         &self,
         request: tonic::Request<ValidateAgentRequest>,
     ) -> Result<tonic::Response<ValidateAgentResponse>, Status> {
+        self.record("ValidateAgent", &request);
         let message = request.into_inner();
         let same_org = message.org_id == self.world.org_id.to_string();
         let reason = if !same_org {
@@ -128,13 +145,20 @@ impl AuthService for FakeAuth {
 
 /// Serves the world on 127.0.0.1 until the test ends.
 pub async fn start(world: &World) -> SocketAddr {
+    start_recording(world).await.0
+}
+
+/// Like [`start`], also returning the validation calls as they arrive.
+pub async fn start_recording(world: &World) -> (SocketAddr, Calls) {
     let tokens = HashMap::from([
         (world.chat_token.clone(), (world.chat_token_id, 1_i64)),
         (world.bare_token.clone(), (Uuid::new_v4(), 0_i64)),
     ]);
+    let calls = Calls::default();
     let service = FakeAuth {
         world: Arc::new(world.clone()),
         tokens: Arc::new(tokens),
+        calls: calls.clone(),
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -143,5 +167,5 @@ pub async fn start(world: &World) -> SocketAddr {
             .add_service(AuthServiceServer::new(service))
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
-    addr
+    (addr, calls)
 }
