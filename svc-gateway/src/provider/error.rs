@@ -90,12 +90,10 @@ impl ProviderError {
             ProviderError::RateLimited { retry_after } => {
                 let err = ApiError::new(ErrorCode::RateLimited)
                     .with_message("The provider is rate limiting requests.");
-                match retry_after {
-                    Some(seconds) => err.with_retry_after(*seconds),
-                    None => err,
-                }
+                err.with_retry_after(retry_after.unwrap_or(DEFAULT_RETRY_AFTER_SECS))
             }
-            ProviderError::Unavailable { .. } => ApiError::new(ErrorCode::ProviderUnavailable),
+            ProviderError::Unavailable { .. } => ApiError::new(ErrorCode::ProviderUnavailable)
+                .with_retry_after(DEFAULT_RETRY_AFTER_SECS),
             ProviderError::Timeout => ApiError::new(ErrorCode::ProviderTimeout),
         }
     }
@@ -114,6 +112,10 @@ impl fmt::Display for ProviderError {
 }
 
 impl std::error::Error for ProviderError {}
+
+/// `Retry-After` on a provider 429 that gave none, and on 503 PROVIDER_UNAVAILABLE: every
+/// 429 and 503 tells the OpenAI SDKs when to retry, so they do not fall back to guessing.
+pub const DEFAULT_RETRY_AFTER_SECS: u64 = 1;
 
 /// `Retry-After` in whole seconds, when it is given as seconds (HTTP dates are dropped: a
 /// client's clock is not ours to trust, and providers send seconds).
@@ -228,7 +230,7 @@ mod tests {
         .to_api_error();
         assert_eq!(err.headers()[http::header::RETRY_AFTER], "7");
         let err = ProviderError::RateLimited { retry_after: None }.to_api_error();
-        assert!(err.headers().get(http::header::RETRY_AFTER).is_none());
+        assert_eq!(err.headers()[http::header::RETRY_AFTER], "1");
 
         let mut headers = http::HeaderMap::new();
         headers.insert(http::header::RETRY_AFTER, "12".parse().unwrap());
