@@ -76,6 +76,10 @@ impl GrpcAuthClient {
 
     /// A mutual-TLS client of `addr`, trusting `ca_pem` and presenting `identity` (certificate
     /// and key, PEM) when given (`SVC_AUTH_GRPC_TLS_CA`, `..._CERT`, `..._KEY`).
+    ///
+    /// `addr` is `https://host:port`, or `host:port` meaning the same; `http://` is refused
+    /// with [`GrpcClientError::InvalidAddress`], because tonic would connect in plaintext and
+    /// leave the TLS settings unused. The server certificate must name `host`.
     #[cfg(feature = "grpc-tls")]
     pub fn connect_lazy_tls(
         addr: &str,
@@ -84,11 +88,20 @@ impl GrpcAuthClient {
     ) -> Result<GrpcAuthClient, GrpcClientError> {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
+        let addr = addr.trim();
+        let addr = if addr.contains("://") {
+            addr.to_owned()
+        } else {
+            format!("https://{addr}")
+        };
+        if !addr.starts_with("https://") {
+            return Err(GrpcClientError::InvalidAddress(addr));
+        }
         let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca_pem));
         if let Some((cert, key)) = identity {
             tls = tls.identity(Identity::from_pem(cert, key));
         }
-        let endpoint = GrpcAuthClient::endpoint(addr)?
+        let endpoint = GrpcAuthClient::endpoint(&addr)?
             .tls_config(tls)
             .map_err(GrpcClientError::Tls)?;
         Ok(GrpcAuthClient::from_channel(endpoint.connect_lazy()))
