@@ -79,6 +79,19 @@ pub(super) fn auth_config(vars: &Vars<'_>, production: bool) -> Result<AuthConfi
             "client certificate and key go together",
         ));
     }
+    // tonic only speaks TLS to an https:// URI: with http:// the files would be read and then
+    // silently unused, leaving the channel in plaintext.
+    let tls_files = [
+        (SVC_AUTH_GRPC_TLS_CA, &tls_ca),
+        (SVC_AUTH_GRPC_TLS_CERT, &tls_cert),
+        (SVC_AUTH_GRPC_TLS_KEY, &tls_key),
+    ];
+    if let Some((var, _)) = tls_files.iter().find(|(_, file)| file.is_some() && !tls) {
+        return Err(ConfigError::new(
+            var,
+            "needs an https:// SVC_AUTH_GRPC_ADDR (over http the channel would be plaintext)",
+        ));
+    }
     Ok(AuthConfig {
         endpoint: format!("{scheme}://{host_port}"),
         validate_timeout: vars.parse(

@@ -46,15 +46,16 @@ fn auth_addr_accepts_schemes() {
     for (raw, want) in [
         ("auth:9091", "http://auth:9091"),
         ("http://auth:9091", "http://auth:9091"),
-        ("https://auth.internal:443/", "https://auth.internal:443"),
     ] {
-        let c = Config::from_map([
-            ("SVC_AUTH_GRPC_ADDR", raw),
-            ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
-        ])
-        .unwrap();
+        let c = Config::from_map([("SVC_AUTH_GRPC_ADDR", raw)]).unwrap();
         assert_eq!(c.auth.endpoint, want);
     }
+    let c = Config::from_map([
+        ("SVC_AUTH_GRPC_ADDR", "https://auth.internal:443/"),
+        ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
+    ])
+    .unwrap();
+    assert_eq!(c.auth.endpoint, "https://auth.internal:443");
     for bad in ["auth", "grpc://auth:1", "http://auth", "auth:notaport"] {
         let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", bad)]).unwrap_err();
         assert_eq!(err.var, "SVC_AUTH_GRPC_ADDR", "{bad}");
@@ -220,6 +221,25 @@ fn empty_values_count_as_unset() {
 fn https_needs_a_ca() {
     let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", "https://auth:9091")]).unwrap_err();
     assert_eq!(err.var, "SVC_AUTH_GRPC_TLS_CA");
+}
+
+#[test]
+fn tls_files_need_an_https_address() {
+    let ca = ("SVC_AUTH_GRPC_TLS_CA", "/etc/tls/ca.pem");
+    let cert = ("SVC_AUTH_GRPC_TLS_CERT", "/etc/tls/client.pem");
+    let key = ("SVC_AUTH_GRPC_TLS_KEY", "/etc/tls/client.key");
+    for addr in ["auth:9091", "http://auth:9091"] {
+        let addr = ("SVC_AUTH_GRPC_ADDR", addr);
+        for (vars, want) in [
+            (vec![addr, ca], "SVC_AUTH_GRPC_TLS_CA"),
+            (vec![addr, ca, cert, key], "SVC_AUTH_GRPC_TLS_CA"),
+            (vec![addr, cert, key], "SVC_AUTH_GRPC_TLS_CERT"),
+        ] {
+            let err = Config::from_map(vars).unwrap_err();
+            assert_eq!(err.var, want, "{addr:?}");
+            assert!(err.to_string().contains("https://"), "{err}");
+        }
+    }
 }
 
 #[test]
