@@ -78,8 +78,8 @@ impl Mode {
     }
 }
 
-/// Everything a run needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything a run needs. Its `Debug` omits the server URLs, which may carry passwords.
+#[derive(Clone, PartialEq, Eq)]
 pub struct LoadConfig {
     /// Which stack runs.
     pub mode: Mode,
@@ -101,6 +101,23 @@ pub struct LoadConfig {
     pub postgres_url: String,
     /// Redis URL (PostgreSQL mode).
     pub redis_url: String,
+}
+
+impl std::fmt::Debug for LoadConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadConfig")
+            .field("mode", &self.mode)
+            .field("requests", &self.requests)
+            .field("concurrency", &self.concurrency)
+            .field("warmup", &self.warmup)
+            .field("max_time", &self.max_time)
+            .field("idempotency", &self.idempotency)
+            .field("sessions", &self.sessions)
+            .field("budget", &self.budget)
+            .field("postgres_url", &"<omitted>")
+            .field("redis_url", &"<omitted>")
+            .finish()
+    }
 }
 
 impl Default for LoadConfig {
@@ -278,6 +295,11 @@ mod tests {
             panic!("parses");
         };
         assert_eq!(config.redis_url, DEFAULT_REDIS_URL);
+        let secret = [(REDIS_URL, "redis://:hunter2@127.0.0.1")];
+        let Ok(Command::Run(config)) = parse_with(&[], &secret) else {
+            panic!("parses");
+        };
+        assert!(!format!("{config:?}").contains("hunter2"));
     }
 
     #[test]

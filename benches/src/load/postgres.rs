@@ -23,11 +23,19 @@ pub(crate) const NAME_PREFIX: &str = "svc_load_";
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// A database of its own for one run; [`FreshDatabase::drop_now`] removes it.
-#[derive(Debug)]
 pub struct FreshDatabase {
     admin_url: String,
     name: String,
     url: String,
+}
+
+impl std::fmt::Debug for FreshDatabase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URLs may carry a password.
+        f.debug_struct("FreshDatabase")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FreshDatabase {

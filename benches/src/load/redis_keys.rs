@@ -13,10 +13,19 @@ use super::postgres::{CONNECT_TIMEOUT, NAME_PREFIX};
 const SCAN_COUNT: usize = 1000;
 
 /// The run's Redis keys: checked reachable before the run, deleted after it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedisKeys {
     client: redis::Client,
     prefix: String,
+}
+
+impl std::fmt::Debug for RedisKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's connection info may carry a password.
+        f.debug_struct("RedisKeys")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RedisKeys {

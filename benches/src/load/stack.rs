@@ -37,7 +37,6 @@ const PROVIDER_TIMEOUT: &str = "10s";
 pub const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 /// The running stack and the identity requests use.
-#[derive(Debug)]
 pub struct Stack {
     /// Where the gateway serves HTTP.
     pub gateway_addr: SocketAddr,
@@ -64,6 +63,18 @@ enum Parts {
         server: DevServer,
         data_dir: PathBuf,
     },
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("gateway_addr", &self.gateway_addr)
+            .field("auth_grpc", &self.auth_grpc)
+            .field("chat_token", &"<omitted>")
+            .field("agent_id", &self.agent_id)
+            .field("parts", &self.parts)
+            .finish()
+    }
 }
 
 impl Stack {
