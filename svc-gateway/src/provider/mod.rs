@@ -22,7 +22,10 @@ use futures_util::future::BoxFuture;
 use http::StatusCode;
 use svc_tower::request_id::TraceId;
 
-pub use error::{MAX_DETAIL_CHARS, ProviderError, retry_after_seconds, sanitized_detail};
+pub use error::{
+    DEFAULT_RETRY_AFTER_SECS, MAX_DETAIL_CHARS, ProviderError, retry_after_seconds,
+    sanitized_detail,
+};
 
 use crate::config::{LlmMode, ProviderConfig};
 use crate::validate::ChatRequest;
