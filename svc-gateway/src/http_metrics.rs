@@ -19,21 +19,47 @@ pub async fn record(State(metrics): State<ProxyMetrics>, request: Request, next:
         .get::<MatchedPath>()
         .map(|path| path.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    let method = bounded_method(request.method()).to_owned();
-    let started = Instant::now();
-    let response = next.run(request).await;
-    metrics
-        .request_duration
-        .observe(started.elapsed().as_secs_f64());
-    metrics
-        .requests_total
-        .get_or_create(&RequestLabels {
+    let mut pending = Pending {
+        metrics,
+        labels: Some(RequestLabels {
             route,
-            method,
-            code: response.status().as_u16(),
-        })
-        .inc();
+            method: bounded_method(request.method()).to_owned(),
+            code: 0,
+        }),
+        started: Instant::now(),
+    };
+    let response = next.run(request).await;
+    pending.finish(response.status().as_u16());
     response
+}
+
+/// One request being measured. A handler that panics never returns a response here (the
+/// error envelope outside answers 500), so dropping the guard while unwinding records that 500.
+struct Pending {
+    metrics: ProxyMetrics,
+    labels: Option<RequestLabels>,
+    started: Instant,
+}
+
+impl Pending {
+    fn finish(&mut self, code: u16) {
+        let Some(mut labels) = self.labels.take() else {
+            return;
+        };
+        labels.code = code;
+        self.metrics
+            .request_duration
+            .observe(self.started.elapsed().as_secs_f64());
+        self.metrics.requests_total.get_or_create(&labels).inc();
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.finish(500);
+        }
+    }
 }
 
 fn bounded_method(method: &Method) -> &'static str {
