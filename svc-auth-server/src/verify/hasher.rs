@@ -2,7 +2,9 @@
 //!
 //! One Argon2id run costs tens of milliseconds of CPU and ~19 MiB of memory. Running it on the
 //! async workers would stall every other request, and running unboundedly many at once would
-//! exhaust memory, so each run takes a semaphore permit and goes to `spawn_blocking`.
+//! exhaust memory, so each run takes a semaphore permit and goes to `spawn_blocking`. The permit
+//! travels with the blocking task: a caller that gives up (its client disconnected) cannot stop
+//! a run already started, and must not free a slot that run still occupies.
 
 use std::sync::Arc;
 
@@ -66,7 +68,7 @@ pub struct Hasher {
 
 struct Inner {
     argon2: Argon2<'static>,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     runs: Counter,
 }
 
@@ -93,7 +95,7 @@ impl Hasher {
         Ok(Hasher {
             inner: Arc::new(Inner {
                 argon2: Argon2::new(Algorithm::Argon2id, Version::V0x13, params),
-                permits: Semaphore::new(concurrency.max(1)),
+                permits: Arc::new(Semaphore::new(concurrency.max(1))),
                 runs: Counter::default(),
             }),
         })
@@ -145,17 +147,22 @@ impl Hasher {
         T: Send + 'static,
         F: FnOnce(&Argon2<'static>) -> Result<T, HashError> + Send + 'static,
     {
-        let _permit = self
+        let permit = self
             .inner
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| HashError::Pool)?;
         self.inner.runs.inc();
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || work(&inner.argon2))
-            .await
-            .map_err(|_| HashError::Pool)?
+        tokio::task::spawn_blocking(move || {
+            let result = work(&inner.argon2);
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(|_| HashError::Pool)?
     }
 }
 
@@ -208,6 +215,45 @@ mod tests {
         let result = hasher.verify("not a phc string", "x").await;
         assert!(matches!(result, Err(HashError::StoredHash)));
         assert_eq!(hasher.runs(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_caller_keeps_the_permit_until_its_run_ends() {
+        let hasher = Hasher::new(
+            Argon2Params {
+                memory_kib: 64,
+                iterations: 1,
+                parallelism: 1,
+            },
+            1,
+        )
+        .unwrap();
+        let (started, running) = tokio::sync::oneshot::channel();
+        let (finish, held) = std::sync::mpsc::channel::<()>();
+        let caller = tokio::spawn({
+            let hasher = hasher.clone();
+            async move {
+                hasher
+                    .blocking(move |_| {
+                        let _ = started.send(());
+                        let _ = held.recv();
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        running.await.unwrap();
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
+        // The run goes on without its caller, and still counts against the bound.
+        assert_eq!(hasher.inner.permits.available_permits(), 0);
+
+        finish.send(()).unwrap();
+        let freed = svc_testkit::eventually(std::time::Duration::from_secs(5), || async {
+            hasher.inner.permits.available_permits() == 1
+        })
+        .await;
+        assert!(freed, "the permit outlived the run");
     }
 
     #[test]

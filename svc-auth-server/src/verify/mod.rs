@@ -10,7 +10,8 @@
 //! 3. The remembered success digest for this token: the warm path.
 //! 4. The failure memory: a secret that failed moments ago, or a token id that failed too
 //!    often this window, is refused without hashing.
-//! 5. Argon2id on the bounded blocking pool. A success is remembered; a failure is counted.
+//! 5. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
+//!    same secret (see [`flight`]). A success is remembered; a failure is counted.
 
 use std::sync::Arc;
 
@@ -21,12 +22,14 @@ use uuid::Uuid;
 use crate::pat::{Pat, PatError};
 use crate::store::{Store, StoreError};
 
+mod flight;
 pub mod hasher;
 mod memory;
 
+use flight::Flights;
 pub use hasher::{Argon2Params, HashError, Hasher};
 pub use memory::FailureLimits;
-use memory::{Admission, Digester, Failures, Successes};
+use memory::{Admission, Digest, Digester, Failures, Successes};
 
 /// Default number of remembered successes (one per token).
 pub const DEFAULT_SUCCESS_CAPACITY: usize = 100_000;
@@ -105,6 +108,15 @@ pub struct Verifier<S> {
     digester: Digester,
     successes: Successes,
     failures: Failures,
+    flights: Flights<Verdict>,
+}
+
+/// What checking one secret decided; every caller of one flight gets the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Valid,
+    WrongSecret,
+    Throttled,
 }
 
 impl<S> std::fmt::Debug for Verifier<S> {
@@ -140,6 +152,7 @@ impl<S: Store> Verifier<S> {
             digester: Digester::new(),
             successes: Successes::new(success_capacity),
             failures: Failures::new(failure_limits),
+            flights: Flights::new(),
         })
     }
 
@@ -173,20 +186,12 @@ impl<S: Store> Verifier<S> {
             .digester
             .digest(token_id, &record.secret_hash, pat.secret());
         if !self.successes.contains(token_id, &digest) {
-            match self.failures.admit(token_id, &digest) {
-                Admission::Verify => {}
-                Admission::KnownWrong => return Err(VerifyError::WrongSecret),
-                Admission::Throttled => return Err(VerifyError::Throttled),
+            let check = || self.check(token_id, digest, &record.secret_hash, pat.secret());
+            match self.flights.run(digest, check).await? {
+                Verdict::Valid => {}
+                Verdict::WrongSecret => return Err(VerifyError::WrongSecret),
+                Verdict::Throttled => return Err(VerifyError::Throttled),
             }
-            if !self
-                .hasher
-                .verify(&record.secret_hash, pat.secret())
-                .await?
-            {
-                self.failures.record(token_id, digest);
-                return Err(VerifyError::WrongSecret);
-            }
-            self.successes.insert(token_id, digest);
         }
 
         Ok(ValidToken {
@@ -197,5 +202,34 @@ impl<S: Store> Verifier<S> {
             agent_id: record.agent_id,
             expires_at: record.expires_at,
         })
+    }
+
+    /// Decides a secret that was not a remembered success, for everyone on its flight.
+    ///
+    /// Memory is read again first: a flight for this digest may have landed, and left the
+    /// table, between the caller's cache check and its boarding. The outcome is remembered
+    /// before the flight lands, so a caller arriving after it finds the answer in memory.
+    async fn check(
+        &self,
+        token_id: Uuid,
+        digest: Digest,
+        stored_hash: &str,
+        secret: &str,
+    ) -> Result<Verdict, HashError> {
+        if self.successes.contains(token_id, &digest) {
+            return Ok(Verdict::Valid);
+        }
+        match self.failures.admit(token_id, &digest) {
+            Admission::Verify => {}
+            Admission::KnownWrong => return Ok(Verdict::WrongSecret),
+            Admission::Throttled => return Ok(Verdict::Throttled),
+        }
+        if self.hasher.verify(stored_hash, secret).await? {
+            self.successes.insert(token_id, digest);
+            Ok(Verdict::Valid)
+        } else {
+            self.failures.record(token_id, digest);
+            Ok(Verdict::WrongSecret)
+        }
     }
 }
