@@ -14,6 +14,7 @@ use svc_proto::v1::auth_service_server::AuthService;
 use svc_tower::context::Permissions;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::metrics::AuthMetrics;
@@ -23,6 +24,7 @@ use crate::verify::{ValidToken, Verifier};
 
 mod convert;
 pub mod status;
+mod trace;
 
 use convert::{
     decode_cursor, encode_cursor, from_timestamp, parse_id, parse_optional_id, timestamp,
@@ -100,19 +102,30 @@ impl<S: Store> AuthService for AuthApi<S> {
         request: Request<v1::ValidateTokenRequest>,
     ) -> Result<Response<v1::ValidateTokenResponse>, Status> {
         let started = Instant::now();
+        let span = trace::span("ValidateToken", request.metadata());
         let bearer = &request.get_ref().access_token;
-        let (result, outcome) = if bearer.is_empty() {
-            ("unauthenticated", Err(status::missing_token()))
-        } else {
+        let (result, outcome) = async {
+            if bearer.is_empty() {
+                return ("unauthenticated", Err(status::missing_token()));
+            }
             match self.verifier.verify(bearer).await {
-                Ok(token) => ("ok", Ok(Response::new(validate_token_response(token)))),
+                Ok(token) => {
+                    tracing::debug!(
+                        token_id = %token.token_id,
+                        org_id = %token.org_id,
+                        "token validated"
+                    );
+                    ("ok", Ok(Response::new(validate_token_response(token))))
+                }
                 Err(error) if error.is_rejection() => (
                     "unauthenticated",
                     Err(status::verify_error("ValidateToken", error)),
                 ),
                 Err(error) => ("error", Err(status::verify_error("ValidateToken", error))),
             }
-        };
+        }
+        .instrument(span)
+        .await;
         self.metrics
             .observe_validate_token(result, started.elapsed().as_secs_f64());
         outcome
@@ -123,7 +136,14 @@ impl<S: Store> AuthService for AuthApi<S> {
         request: Request<v1::ValidateAgentRequest>,
     ) -> Result<Response<v1::ValidateAgentResponse>, Status> {
         let started = Instant::now();
-        let (result, outcome) = self.check_agent(request.get_ref()).await;
+        let span = trace::span("ValidateAgent", request.metadata());
+        let (result, outcome) = async {
+            let (result, outcome) = self.check_agent(request.get_ref()).await;
+            tracing::debug!(result, "agent checked");
+            (result, outcome)
+        }
+        .instrument(span)
+        .await;
         self.metrics
             .observe_validate_agent(result, started.elapsed().as_secs_f64());
         outcome.map(Response::new)

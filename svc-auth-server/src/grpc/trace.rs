@@ -1,0 +1,66 @@
+//! The span of one call, carrying the caller's W3C trace id so the auth server's log lines join
+//! the gateway's trace of the same request.
+//!
+//! Only a well-formed `traceparent` is used, and only its parsed trace id is recorded: the raw
+//! metadata is caller-controlled text and never reaches a log line.
+
+use svc_tower::request_id::TraceId;
+use svc_tower::trace_context::TRACEPARENT;
+use tonic::metadata::MetadataMap;
+use tracing::Span;
+use tracing::field::{Empty, display};
+
+/// The trace id of the call's one valid `traceparent`; several values are ambiguous, so none.
+pub(crate) fn trace_id(metadata: &MetadataMap) -> Option<TraceId> {
+    let mut values = metadata.get_all(TRACEPARENT.as_str()).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    TraceId::from_traceparent(first.as_bytes())
+}
+
+/// An INFO span named `rpc` with the call's `method` and, when the caller sent one, `trace_id`.
+pub(crate) fn span(method: &'static str, metadata: &MetadataMap) -> Span {
+    let span = tracing::info_span!("rpc", method, trace_id = Empty);
+    if let Some(trace) = trace_id(metadata) {
+        span.record("trace_id", display(trace));
+    }
+    span
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::metadata::MetadataValue;
+
+    use super::*;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn metadata(values: &[&'static str]) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        for value in values {
+            metadata.append("traceparent", MetadataValue::from_static(value));
+        }
+        metadata
+    }
+
+    #[test]
+    fn reads_one_valid_traceparent() {
+        let trace = trace_id(&metadata(&[PARENT])).map(|t| t.to_string());
+        assert_eq!(trace.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+    }
+
+    #[test]
+    fn ignores_missing_malformed_and_repeated_traceparents() {
+        assert_eq!(trace_id(&metadata(&[])), None);
+        assert_eq!(trace_id(&metadata(&["00-garbage"])), None);
+        assert_eq!(
+            trace_id(&metadata(&[
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
+            ])),
+            None
+        );
+        assert_eq!(trace_id(&metadata(&[PARENT, PARENT])), None);
+    }
+}
