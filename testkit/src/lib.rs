@@ -5,6 +5,9 @@
 //! `SVC_TEST_REDIS_URL` (the test script sets them when it starts its own), else this
 //! machine's defaults on 127.0.0.1.
 
+#[cfg(feature = "fake-auth")]
+pub mod fake_auth;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

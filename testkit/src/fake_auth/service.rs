@@ -1,0 +1,131 @@
+//! The scripted `AuthService` itself.
+
+use std::collections::HashMap;
+
+use svc_proto::v1::auth_service_server::AuthService;
+use svc_proto::v1::{
+    CreateTokenRequest, CreateTokenResponse, ListTokensRequest, ListTokensResponse,
+    RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest, ValidateAgentResponse,
+    ValidateTokenRequest, ValidateTokenResponse,
+};
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+use uuid::Uuid;
+
+use super::script::{AGENT_NOT_AUTHORIZED, AgentAnswer, Grant, TokenAnswer};
+use super::{Call, Method, Recorder};
+
+/// Says nothing about why, as the real server's messages say nothing a client could use.
+const FAILURE_MESSAGE: &str = "scripted failure";
+
+pub(super) struct Scripted {
+    pub(super) org_id: Uuid,
+    pub(super) tokens: HashMap<String, TokenAnswer>,
+    pub(super) agents: HashMap<String, AgentAnswer>,
+    pub(super) recorder: Recorder,
+}
+
+impl Scripted {
+    fn granted(&self, grant: &Grant) -> Response<ValidateTokenResponse> {
+        Response::new(ValidateTokenResponse {
+            org_id: self.org_id.to_string(),
+            permissions: grant.permissions,
+            agent_id: grant.agent_id.map(|id| id.to_string()),
+            user_id: grant.user_id.map(|id| id.to_string()),
+            token_id: grant.token_id.to_string(),
+            expires_at: None,
+        })
+    }
+
+    /// The answer for `agent_id`, if it is one of this org's agents.
+    fn agent(&self, message: &ValidateAgentRequest) -> Option<&AgentAnswer> {
+        let same_org = Uuid::parse_str(&message.org_id).is_ok_and(|org| org == self.org_id);
+        same_org
+            .then(|| self.agents.get(&message.agent_id))
+            .flatten()
+    }
+
+    /// Admin calls are recorded, then refused: no test of the fake's callers needs them.
+    fn unserved<T>(&self, method: Method, request: &Request<T>) -> Status {
+        self.recorder.record(Call::new(method, request.metadata()));
+        Status::unimplemented("not served by the fake")
+    }
+}
+
+fn denied(reason: &str) -> Status {
+    Status::with_error_details(
+        Code::PermissionDenied,
+        "agent refused",
+        ErrorDetails::with_error_info(reason, "svc.auth.v1", HashMap::new()),
+    )
+}
+
+fn active(message: ValidateAgentRequest) -> Response<ValidateAgentResponse> {
+    Response::new(ValidateAgentResponse {
+        agent_id: message.agent_id,
+        org_id: message.org_id,
+        status: "active".to_owned(),
+    })
+}
+
+#[tonic::async_trait]
+impl AuthService for Scripted {
+    async fn validate_token(
+        &self,
+        request: Request<ValidateTokenRequest>,
+    ) -> Result<Response<ValidateTokenResponse>, Status> {
+        self.recorder
+            .record(Call::new(Method::ValidateToken, request.metadata()));
+        match self.tokens.get(&request.get_ref().access_token) {
+            None => Err(Status::unauthenticated("invalid token")),
+            Some(TokenAnswer::Valid(grant)) => Ok(self.granted(grant)),
+            Some(TokenAnswer::Slow(delay)) => {
+                tokio::time::sleep(*delay).await;
+                Ok(self.granted(&Grant::chat()))
+            }
+            Some(TokenAnswer::Fail(code)) => Err(Status::new(*code, FAILURE_MESSAGE)),
+        }
+    }
+
+    async fn validate_agent(
+        &self,
+        request: Request<ValidateAgentRequest>,
+    ) -> Result<Response<ValidateAgentResponse>, Status> {
+        let mut call = Call::new(Method::ValidateAgent, request.metadata());
+        call.org_id = Some(request.get_ref().org_id.clone());
+        call.agent_id = Some(request.get_ref().agent_id.clone());
+        self.recorder.record(call);
+        let message = request.into_inner();
+        match self.agent(&message) {
+            None => Err(denied(AGENT_NOT_AUTHORIZED)),
+            Some(AgentAnswer::Active) => Ok(active(message)),
+            Some(AgentAnswer::Slow(delay)) => {
+                tokio::time::sleep(*delay).await;
+                Ok(active(message))
+            }
+            Some(AgentAnswer::Denied(reason)) => Err(denied(reason)),
+            Some(AgentAnswer::Fail(code)) => Err(Status::new(*code, FAILURE_MESSAGE)),
+        }
+    }
+
+    async fn create_token(
+        &self,
+        request: Request<CreateTokenRequest>,
+    ) -> Result<Response<CreateTokenResponse>, Status> {
+        Err(self.unserved(Method::CreateToken, &request))
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<RevokeTokenRequest>,
+    ) -> Result<Response<RevokeTokenResponse>, Status> {
+        Err(self.unserved(Method::RevokeToken, &request))
+    }
+
+    async fn list_tokens(
+        &self,
+        request: Request<ListTokensRequest>,
+    ) -> Result<Response<ListTokensResponse>, Status> {
+        Err(self.unserved(Method::ListTokens, &request))
+    }
+}
