@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 mod model;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;

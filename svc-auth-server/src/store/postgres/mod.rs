@@ -12,13 +12,18 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgPool, Postgres, Transaction};
-use svc_tower::context::Permissions;
 use uuid::Uuid;
 
+use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use super::{
-    Agent, AgentStatus, NewAgent, NewToken, NewUser, Organization, Reference, Store, StoreError,
-    TokenCursor, TokenMetadata, TokenRecord, User,
+    Agent, NewAgent, NewToken, NewUser, Organization, Reference, Store, StoreError, TokenCursor,
+    TokenMetadata, TokenRecord, User,
 };
+
+/// Rows with PostgreSQL's `timestamptz` columns.
+type TokenRow = super::rows::TokenRow<DateTime<Utc>>;
+type ValidationRow = super::rows::ValidationRow<DateTime<Utc>>;
+type AgentRow = super::rows::AgentRow<DateTime<Utc>>;
 
 pub mod pool;
 
@@ -29,77 +34,6 @@ pub use pool::{APP_ROLE, PoolSettings};
 pub struct PgStore {
     pool: PgPool,
     query_duration: Option<Histogram>,
-}
-
-const TOKEN_COLUMNS: &str =
-    "token_id, org_id, user_id, agent_id, permissions, name, created_at, expires_at, revoked_at";
-
-#[derive(sqlx::FromRow)]
-struct TokenRow {
-    token_id: Uuid,
-    org_id: Uuid,
-    user_id: Option<Uuid>,
-    agent_id: Option<Uuid>,
-    permissions: i64,
-    name: Option<String>,
-    created_at: DateTime<Utc>,
-    expires_at: Option<DateTime<Utc>>,
-    revoked_at: Option<DateTime<Utc>>,
-}
-
-impl From<TokenRow> for TokenMetadata {
-    fn from(row: TokenRow) -> Self {
-        TokenMetadata {
-            token_id: row.token_id,
-            org_id: row.org_id,
-            user_id: row.user_id,
-            agent_id: row.agent_id,
-            permissions: Permissions::from_bits(row.permissions),
-            name: row.name,
-            created_at: row.created_at,
-            expires_at: row.expires_at,
-            revoked_at: row.revoked_at,
-        }
-    }
-}
-
-#[derive(sqlx::FromRow)]
-struct ValidationRow {
-    token_id: Uuid,
-    org_id: Uuid,
-    user_id: Option<Uuid>,
-    agent_id: Option<Uuid>,
-    permissions: i64,
-    secret_hash: String,
-    expires_at: Option<DateTime<Utc>>,
-    revoked_at: Option<DateTime<Utc>>,
-}
-
-#[derive(sqlx::FromRow)]
-struct AgentRow {
-    agent_id: Uuid,
-    org_id: Uuid,
-    status: String,
-    name: Option<String>,
-    created_at: DateTime<Utc>,
-}
-
-impl TryFrom<AgentRow> for Agent {
-    type Error = StoreError;
-
-    fn try_from(row: AgentRow) -> Result<Self, StoreError> {
-        let status: AgentStatus = row
-            .status
-            .parse()
-            .map_err(|e| StoreError::Query(Box::new(e)))?;
-        Ok(Agent {
-            agent_id: row.agent_id,
-            org_id: row.org_id,
-            status,
-            name: row.name,
-            created_at: row.created_at,
-        })
-    }
 }
 
 impl PgStore {
@@ -186,25 +120,14 @@ impl Store for PgStore {
         token_id: Uuid,
     ) -> Result<Option<TokenRecord>, StoreError> {
         self.timed(async {
-            let row: Option<ValidationRow> = sqlx::query_as(
-                "SELECT token_id, org_id, user_id, agent_id, permissions, secret_hash, \
-                        expires_at, revoked_at \
-                 FROM token_for_validation($1)",
-            )
+            let row: Option<ValidationRow> = sqlx::query_as(&format!(
+                "SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"
+            ))
             .bind(token_id)
             .fetch_optional(&self.pool)
             .await
             .map_err(map_error)?;
-            Ok(row.map(|row| TokenRecord {
-                token_id: row.token_id,
-                org_id: row.org_id,
-                user_id: row.user_id,
-                agent_id: row.agent_id,
-                permissions: Permissions::from_bits(row.permissions),
-                secret_hash: row.secret_hash,
-                expires_at: row.expires_at,
-                revoked_at: row.revoked_at,
-            }))
+            row.map(TokenRecord::try_from).transpose()
         })
         .await
     }
@@ -212,10 +135,9 @@ impl Store for PgStore {
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
         self.timed(async {
             let mut tx = self.tenant(org_id).await?;
-            let row: Option<AgentRow> = sqlx::query_as(
-                "SELECT agent_id, org_id, status, name, created_at FROM agents \
-                 WHERE org_id = $1 AND agent_id = $2",
-            )
+            let row: Option<AgentRow> = sqlx::query_as(&format!(
+                "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = $1 AND agent_id = $2"
+            ))
             .bind(org_id)
             .bind(agent_id)
             .fetch_optional(&mut *tx)
@@ -298,10 +220,10 @@ impl Store for PgStore {
     async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
         self.timed(async {
             let mut tx = self.tenant(org_id).await?;
-            let row: AgentRow = sqlx::query_as(
+            let row: AgentRow = sqlx::query_as(&format!(
                 "INSERT INTO agents (agent_id, org_id, status, name) VALUES ($1, $2, $3, $4) \
-                 RETURNING agent_id, org_id, status, name, created_at",
-            )
+                 RETURNING {AGENT_COLUMNS}"
+            ))
             .bind(agent.agent_id)
             .bind(org_id)
             .bind(agent.status.as_str())
@@ -357,7 +279,7 @@ impl Store for PgStore {
             .await
             .map_err(|e| map_insert_error(e, "token"))?;
             tx.commit().await.map_err(map_error)?;
-            Ok(row.into())
+            TokenMetadata::try_from(row)
         })
         .await
     }
@@ -379,7 +301,7 @@ impl Store for PgStore {
             .await
             .map_err(map_error)?;
             tx.commit().await.map_err(map_error)?;
-            Ok(row.map(TokenMetadata::from))
+            row.map(TokenMetadata::try_from).transpose()
         })
         .await
     }
@@ -419,7 +341,7 @@ impl Store for PgStore {
             }
             .map_err(map_error)?;
             tx.commit().await.map_err(map_error)?;
-            Ok(rows.into_iter().map(TokenMetadata::from).collect())
+            rows.into_iter().map(TokenMetadata::try_from).collect()
         })
         .await
     }

@@ -1,9 +1,10 @@
 use sqlx::{Connection, Row};
 use svc_testkit::TestDb;
+use svc_tower::context::Permissions;
 
 use super::pool::{PoolSettings, app_pool, connect_options};
 use super::*;
-use crate::store::{MembershipRole, suite};
+use crate::store::{AgentStatus, MembershipRole, suite};
 
 async fn migrated_db() -> TestDb {
     let db = TestDb::create().await;

@@ -34,7 +34,6 @@ use super::{
 };
 
 mod open;
-mod rows;
 mod tenant;
 
 pub use open::{

@@ -4,23 +4,26 @@
 use sqlx::{SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
-use super::rows::{AgentRow, TOKEN_COLUMNS, TokenRow, ValidationRow, stored_time};
 use super::{map_error, map_insert_error, now_micros, to_micros};
+use crate::store::rows::{AGENT_COLUMNS, StoredTime, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use crate::store::{
     Agent, NewAgent, NewToken, NewUser, Organization, Reference, StoreError, TokenCursor,
     TokenMetadata, TokenRecord, User,
 };
+
+/// Rows with SQLite's integer-microsecond time columns.
+type TokenRow = crate::store::rows::TokenRow<i64>;
+type ValidationRow = crate::store::rows::ValidationRow<i64>;
+type AgentRow = crate::store::rows::AgentRow<i64>;
 
 /// The one lookup that precedes knowing the org: by token id alone.
 pub(super) async fn token_for_validation(
     pool: &SqlitePool,
     token_id: Uuid,
 ) -> Result<Option<TokenRecord>, StoreError> {
-    let row: Option<ValidationRow> = sqlx::query_as(
-        "SELECT token_id, org_id, user_id, agent_id, permissions, secret_hash, \
-                expires_at, revoked_at \
-         FROM tokens WHERE token_id = ?1",
-    )
+    let row: Option<ValidationRow> = sqlx::query_as(&format!(
+        "SELECT {VALIDATION_COLUMNS} FROM tokens WHERE token_id = ?1"
+    ))
     .bind(token_id)
     .fetch_optional(pool)
     .await
@@ -33,10 +36,9 @@ pub(super) async fn agent(
     org_id: Uuid,
     agent_id: Uuid,
 ) -> Result<Option<Agent>, StoreError> {
-    let row: Option<AgentRow> = sqlx::query_as(
-        "SELECT agent_id, org_id, status, name, created_at FROM agents \
-         WHERE org_id = ?1 AND agent_id = ?2",
-    )
+    let row: Option<AgentRow> = sqlx::query_as(&format!(
+        "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = ?1 AND agent_id = ?2"
+    ))
     .bind(org_id)
     .bind(agent_id)
     .fetch_optional(conn)
@@ -66,7 +68,7 @@ pub(super) async fn ensure_organization(
             .map_err(map_error)?;
     Ok(Organization {
         org_id,
-        created_at: stored_time(created_at)?,
+        created_at: created_at.into_time()?,
     })
 }
 
@@ -95,7 +97,7 @@ pub(super) async fn create_user(
     .map_err(|e| map_insert_error(e, "membership"))?;
     Ok(User {
         user_id: user.user_id,
-        created_at: stored_time(created_at)?,
+        created_at: created_at.into_time()?,
     })
 }
 
@@ -119,11 +121,10 @@ pub(super) async fn create_agent(
     org_id: Uuid,
     agent: NewAgent,
 ) -> Result<Agent, StoreError> {
-    let row: AgentRow = sqlx::query_as(
+    let row: AgentRow = sqlx::query_as(&format!(
         "INSERT INTO agents (agent_id, org_id, status, name, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5) \
-         RETURNING agent_id, org_id, status, name, created_at",
-    )
+         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING {AGENT_COLUMNS}"
+    ))
     .bind(agent.agent_id)
     .bind(org_id)
     .bind(agent.status.as_str())

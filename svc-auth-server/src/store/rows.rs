@@ -1,0 +1,182 @@
+//! Rows as the backends read them, and their one conversion to the store's records.
+//!
+//! The backends keep times differently (PostgreSQL as `timestamptz`, SQLite as integer
+//! microseconds since the epoch), so each row is generic over its time column, [`StoredTime`].
+//! Everything else about a row, and how it becomes a record, is the same on every backend.
+
+use chrono::{DateTime, Utc};
+use svc_tower::context::Permissions;
+use uuid::Uuid;
+
+use super::{Agent, AgentStatus, StoreError, TokenMetadata, TokenRecord};
+
+/// The columns of a [`TokenRow`].
+pub(super) const TOKEN_COLUMNS: &str =
+    "token_id, org_id, user_id, agent_id, permissions, name, created_at, expires_at, revoked_at";
+/// The columns of a [`ValidationRow`].
+pub(super) const VALIDATION_COLUMNS: &str =
+    "token_id, org_id, user_id, agent_id, permissions, secret_hash, expires_at, revoked_at";
+/// The columns of an [`AgentRow`].
+pub(super) const AGENT_COLUMNS: &str = "agent_id, org_id, status, name, created_at";
+
+/// A time column as a backend decodes it.
+pub(super) trait StoredTime {
+    /// The time it stands for; an error when the stored value is no time at all.
+    fn into_time(self) -> Result<DateTime<Utc>, StoreError>;
+}
+
+impl StoredTime for DateTime<Utc> {
+    fn into_time(self) -> Result<DateTime<Utc>, StoreError> {
+        Ok(self)
+    }
+}
+
+/// Microseconds since the epoch.
+impl StoredTime for i64 {
+    fn into_time(self) -> Result<DateTime<Utc>, StoreError> {
+        DateTime::from_timestamp_micros(self)
+            .ok_or_else(|| StoreError::Query("a stored time is out of range".into()))
+    }
+}
+
+fn optional_time<T: StoredTime>(time: Option<T>) -> Result<Option<DateTime<Utc>>, StoreError> {
+    time.map(StoredTime::into_time).transpose()
+}
+
+/// A token's metadata row ([`TOKEN_COLUMNS`]).
+#[derive(sqlx::FromRow)]
+pub(super) struct TokenRow<T> {
+    token_id: Uuid,
+    org_id: Uuid,
+    user_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    permissions: i64,
+    name: Option<String>,
+    created_at: T,
+    expires_at: Option<T>,
+    revoked_at: Option<T>,
+}
+
+impl<T: StoredTime> TryFrom<TokenRow<T>> for TokenMetadata {
+    type Error = StoreError;
+
+    fn try_from(row: TokenRow<T>) -> Result<Self, StoreError> {
+        Ok(TokenMetadata {
+            token_id: row.token_id,
+            org_id: row.org_id,
+            user_id: row.user_id,
+            agent_id: row.agent_id,
+            permissions: Permissions::from_bits(row.permissions),
+            name: row.name,
+            created_at: row.created_at.into_time()?,
+            expires_at: optional_time(row.expires_at)?,
+            revoked_at: optional_time(row.revoked_at)?,
+        })
+    }
+}
+
+/// What ValidateToken reads ([`VALIDATION_COLUMNS`]).
+#[derive(sqlx::FromRow)]
+pub(super) struct ValidationRow<T> {
+    token_id: Uuid,
+    org_id: Uuid,
+    user_id: Option<Uuid>,
+    agent_id: Option<Uuid>,
+    permissions: i64,
+    secret_hash: String,
+    expires_at: Option<T>,
+    revoked_at: Option<T>,
+}
+
+impl<T: StoredTime> TryFrom<ValidationRow<T>> for TokenRecord {
+    type Error = StoreError;
+
+    fn try_from(row: ValidationRow<T>) -> Result<Self, StoreError> {
+        Ok(TokenRecord {
+            token_id: row.token_id,
+            org_id: row.org_id,
+            user_id: row.user_id,
+            agent_id: row.agent_id,
+            permissions: Permissions::from_bits(row.permissions),
+            secret_hash: row.secret_hash,
+            expires_at: optional_time(row.expires_at)?,
+            revoked_at: optional_time(row.revoked_at)?,
+        })
+    }
+}
+
+/// An agent row ([`AGENT_COLUMNS`]).
+#[derive(sqlx::FromRow)]
+pub(super) struct AgentRow<T> {
+    agent_id: Uuid,
+    org_id: Uuid,
+    status: String,
+    name: Option<String>,
+    created_at: T,
+}
+
+impl<T: StoredTime> TryFrom<AgentRow<T>> for Agent {
+    type Error = StoreError;
+
+    fn try_from(row: AgentRow<T>) -> Result<Self, StoreError> {
+        // A word outside the four statuses means the row was written by something else; it
+        // must not pass as any status, least of all `active`.
+        let status: AgentStatus = row
+            .status
+            .parse()
+            .map_err(|e| StoreError::Query(Box::new(e)))?;
+        Ok(Agent {
+            agent_id: row.agent_id,
+            org_id: row.org_id,
+            status,
+            name: row.name,
+            created_at: row.created_at.into_time()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_convert_and_out_of_range_is_a_query_error() {
+        let time = DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap();
+        assert_eq!(time.timestamp_micros().into_time().unwrap(), time);
+        assert_eq!(time.into_time().unwrap(), time);
+        let error = i64::MAX.into_time().expect_err("out of range");
+        assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    }
+
+    #[test]
+    fn an_unknown_agent_status_is_refused() {
+        let row = AgentRow {
+            agent_id: Uuid::new_v4(),
+            org_id: Uuid::new_v4(),
+            status: "enabled".to_owned(),
+            name: None,
+            created_at: 0_i64,
+        };
+        let error = Agent::try_from(row).expect_err("not a status");
+        assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    }
+
+    #[test]
+    fn unknown_permission_bits_are_kept() {
+        let bits = (1 << 40) | Permissions::CHAT_COMPLETIONS.bits();
+        let row = TokenRow {
+            token_id: Uuid::new_v4(),
+            org_id: Uuid::new_v4(),
+            user_id: None,
+            agent_id: None,
+            permissions: bits,
+            name: None,
+            created_at: 0_i64,
+            expires_at: None,
+            revoked_at: Some(1_i64),
+        };
+        let token = TokenMetadata::try_from(row).unwrap();
+        assert_eq!(token.permissions.bits(), bits);
+        assert_eq!(token.revoked_at.map(|t| t.timestamp_micros()), Some(1));
+    }
+}
