@@ -3,157 +3,30 @@
 
 #![cfg(feature = "grpc")]
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use svc_proto::v1::auth_service_server::{AuthService, AuthServiceServer};
-use svc_proto::v1::{
-    CreateTokenRequest, CreateTokenResponse, ListTokensRequest, ListTokensResponse,
-    RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest, ValidateAgentResponse,
-    ValidateTokenRequest, ValidateTokenResponse,
+use svc_testkit::fake_auth::{
+    AGENT_NOT_AUTHORIZED, AGENT_SUSPENDED, AgentAnswer, FakeAuth, Grant, Method, TokenAnswer,
 };
 use svc_tower::agent::AgentCheckLayer;
 use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, TokenError, TokenValidator};
 use svc_tower::context::{OrgContext, Permissions};
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::request_id::RequestIdLayer;
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt};
+use tonic::Code;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use uuid::Uuid;
 
 /// Generous enough for a loaded CI machine; the deadline tests set their own.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How the test server answers one token or one agent.
-#[derive(Clone)]
-enum Answer {
-    Ok,
-    Fail(Code),
-    Denied(&'static str),
-    /// Answers only after this long, to run into the client's deadline.
-    Slow(Duration),
-}
-
-/// (org_id, agent_id, grpc-timeout) of each ValidateAgent call the server received.
-type AgentCalls = Arc<Mutex<Vec<(String, String, Option<String>)>>>;
-
-/// An AuthService scripted per token and per agent id; unknown ones are Unauthenticated and
-/// PermissionDenied, as the real server answers.
-#[derive(Clone, Default)]
-struct Scripted {
-    org_id: Uuid,
-    tokens: HashMap<String, Answer>,
-    agents: HashMap<String, Answer>,
-    agent_calls: AgentCalls,
-}
-
-#[tonic::async_trait]
-impl AuthService for Scripted {
-    async fn validate_token(
-        &self,
-        request: tonic::Request<ValidateTokenRequest>,
-    ) -> Result<tonic::Response<ValidateTokenResponse>, Status> {
-        let token = &request.get_ref().access_token;
-        match self.tokens.get(token).cloned() {
-            Some(Answer::Ok) => {}
-            Some(Answer::Slow(delay)) => tokio::time::sleep(delay).await,
-            Some(Answer::Fail(code)) => return Err(Status::new(code, "scripted")),
-            Some(Answer::Denied(_)) | None => {
-                return Err(Status::unauthenticated("invalid token"));
-            }
-        }
-        Ok(tonic::Response::new(ValidateTokenResponse {
-            org_id: self.org_id.to_string(),
-            permissions: Permissions::CHAT_COMPLETIONS.bits(),
-            agent_id: None,
-            user_id: Some(Uuid::new_v4().to_string()),
-            token_id: Uuid::new_v4().to_string(),
-            expires_at: None,
-        }))
-    }
-
-    async fn validate_agent(
-        &self,
-        request: tonic::Request<ValidateAgentRequest>,
-    ) -> Result<tonic::Response<ValidateAgentResponse>, Status> {
-        let timeout = request
-            .metadata()
-            .get("grpc-timeout")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let message = request.into_inner();
-        self.agent_calls.lock().unwrap().push((
-            message.org_id.clone(),
-            message.agent_id.clone(),
-            timeout,
-        ));
-        match self.agents.get(&message.agent_id).cloned() {
-            Some(Answer::Ok) => {}
-            Some(Answer::Slow(delay)) => tokio::time::sleep(delay).await,
-            Some(Answer::Fail(code)) => return Err(Status::new(code, "scripted")),
-            Some(Answer::Denied(reason)) => return Err(denied(reason)),
-            None => return Err(denied("AGENT_NOT_AUTHORIZED")),
-        }
-        Ok(tonic::Response::new(ValidateAgentResponse {
-            agent_id: message.agent_id,
-            org_id: message.org_id,
-            status: "active".to_owned(),
-        }))
-    }
-
-    async fn create_token(
-        &self,
-        _: tonic::Request<CreateTokenRequest>,
-    ) -> Result<tonic::Response<CreateTokenResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn revoke_token(
-        &self,
-        _: tonic::Request<RevokeTokenRequest>,
-    ) -> Result<tonic::Response<RevokeTokenResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn list_tokens(
-        &self,
-        _: tonic::Request<ListTokensRequest>,
-    ) -> Result<tonic::Response<ListTokensResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-}
-
-fn denied(reason: &str) -> Status {
-    Status::with_error_details(
-        Code::PermissionDenied,
-        "agent refused",
-        ErrorDetails::with_error_info(reason, "svc.auth.v1", HashMap::new()),
-    )
-}
-
 fn token() -> String {
     format!("svc_pat_{}_{}", Uuid::new_v4(), Uuid::new_v4().simple())
-}
-
-/// Serves `service` on a fresh loopback port for the rest of the test.
-async fn serve(service: Scripted) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(AuthServiceServer::new(service))
-            .serve_with_incoming(TcpListenerStream::new(listener)),
-    );
-    addr
 }
 
 /// What the stack answered: status, envelope code (None for a 200) and headers.
@@ -211,58 +84,61 @@ fn client(addr: SocketAddr) -> GrpcAuthClient {
         .unwrap()
         .validate_timeout(CALL_TIMEOUT)
 }
-
 #[tokio::test]
 async fn a_valid_token_and_active_agent_pass_with_the_token_org() {
     let (good, agent) = (token(), Uuid::new_v4().to_string());
-    let server = Scripted {
-        org_id: Uuid::new_v4(),
-        tokens: HashMap::from([(good.clone(), Answer::Ok)]),
-        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
-        ..Scripted::default()
-    };
-    let calls = Arc::clone(&server.agent_calls);
-    let org = server.org_id;
-    let addr = serve(server).await;
+    let server = FakeAuth::new()
+        .token(
+            &good,
+            TokenAnswer::Valid(Grant::chat().user(Uuid::new_v4())),
+        )
+        .agent(&agent, AgentAnswer::Active);
+    let org = server.org_id();
+    let auth = server.start().await;
+    let addr = auth.addr();
     let answered = send(client(addr), client(addr), &good, &agent).await;
     assert_eq!(answered.status, StatusCode::OK);
     assert_eq!(answered.body["org_id"], org.to_string());
     assert_eq!(answered.body["agent_id"], agent);
-    let calls = calls.lock().unwrap();
+    let calls = auth.calls_to(Method::ValidateAgent);
     assert_eq!(calls.len(), 1);
     // ValidateAgent got the token's org, and the deadline travelled as grpc-timeout.
-    assert_eq!(calls[0].0, org.to_string());
-    assert!(calls[0].2.is_some());
+    assert_eq!(calls[0].org_id, Some(org.to_string()));
+    assert!(calls[0].metadata_str("grpc-timeout").is_some());
 }
 
 #[tokio::test]
 async fn validate_token_codes_map_to_the_spec_rows() {
     let agent = Uuid::new_v4().to_string();
     let rows = [
-        (Answer::Fail(Code::Unauthenticated), 401, "INVALID_TOKEN"),
-        (Answer::Fail(Code::Internal), 503, "SERVICE_DEGRADED"),
-        (Answer::Fail(Code::Unavailable), 503, "SERVICE_DEGRADED"),
         (
-            Answer::Fail(Code::DeadlineExceeded),
+            TokenAnswer::Fail(Code::Unauthenticated),
+            401,
+            "INVALID_TOKEN",
+        ),
+        (TokenAnswer::Fail(Code::Internal), 503, "SERVICE_DEGRADED"),
+        (
+            TokenAnswer::Fail(Code::Unavailable),
             503,
             "SERVICE_DEGRADED",
         ),
         (
-            Answer::Fail(Code::PermissionDenied),
+            TokenAnswer::Fail(Code::DeadlineExceeded),
+            503,
+            "SERVICE_DEGRADED",
+        ),
+        (
+            TokenAnswer::Fail(Code::PermissionDenied),
             503,
             "SERVICE_DEGRADED",
         ),
     ];
-    let mut server = Scripted {
-        org_id: Uuid::new_v4(),
-        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
-        ..Scripted::default()
-    };
+    let mut server = FakeAuth::new().agent(&agent, AgentAnswer::Active);
     let tokens: Vec<String> = rows.iter().map(|_| token()).collect();
     for (token, (answer, _, _)) in tokens.iter().zip(&rows) {
-        server.tokens.insert(token.clone(), answer.clone());
+        server = server.token(token, answer.clone());
     }
-    let addr = serve(server).await;
+    let addr = server.start().await.addr();
     for (token, (_, status, code)) in tokens.iter().zip(&rows) {
         let answered = send(client(addr), client(addr), token, &agent).await;
         assert_eq!(answered.status.as_u16(), *status, "{code}");
@@ -273,7 +149,7 @@ async fn validate_token_codes_map_to_the_spec_rows() {
 
 #[tokio::test]
 async fn a_token_the_server_does_not_know_is_invalid_token() {
-    let addr = serve(Scripted::default()).await;
+    let addr = FakeAuth::new().start().await.addr();
     let answered = send(
         client(addr),
         client(addr),
@@ -288,11 +164,8 @@ async fn a_token_the_server_does_not_know_is_invalid_token() {
 #[tokio::test]
 async fn a_slow_validate_token_hits_the_deadline() {
     let slow = token();
-    let server = Scripted {
-        tokens: HashMap::from([(slow.clone(), Answer::Slow(Duration::from_secs(30)))]),
-        ..Scripted::default()
-    };
-    let addr = serve(server).await;
+    let server = FakeAuth::new().token(&slow, TokenAnswer::Slow(Duration::from_secs(30)));
+    let addr = server.start().await.addr();
     let tokens = client(addr).validate_timeout(Duration::from_millis(50));
     // Warm the channel so the deadline measures the call, not the connect.
     assert_eq!(
@@ -339,50 +212,51 @@ fn any_token(org_id: Uuid) -> impl TokenValidator {
 #[tokio::test]
 async fn validate_agent_codes_map_to_the_spec_rows() {
     let rows = [
-        (Answer::Ok, 200, None),
+        (AgentAnswer::Active, 200, None),
         (
-            Answer::Denied("AGENT_NOT_AUTHORIZED"),
+            AgentAnswer::Denied(AGENT_NOT_AUTHORIZED),
             403,
             Some("AGENT_NOT_AUTHORIZED"),
         ),
         (
-            Answer::Denied("AGENT_SUSPENDED"),
+            AgentAnswer::Denied(AGENT_SUSPENDED),
             403,
             Some("AGENT_SUSPENDED"),
         ),
         (
-            Answer::Fail(Code::PermissionDenied),
+            AgentAnswer::Fail(Code::PermissionDenied),
             403,
             Some("AGENT_NOT_AUTHORIZED"),
         ),
         (
-            Answer::Fail(Code::InvalidArgument),
+            AgentAnswer::Fail(Code::InvalidArgument),
             400,
             Some("VALIDATION_ERROR"),
         ),
         (
-            Answer::Fail(Code::Unavailable),
+            AgentAnswer::Fail(Code::Unavailable),
             503,
             Some("AUTH_UNAVAILABLE"),
         ),
         (
-            Answer::Fail(Code::DeadlineExceeded),
+            AgentAnswer::Fail(Code::DeadlineExceeded),
             503,
             Some("AUTH_UNAVAILABLE"),
         ),
-        (Answer::Fail(Code::Internal), 503, Some("AUTH_UNAVAILABLE")),
+        (
+            AgentAnswer::Fail(Code::Internal),
+            503,
+            Some("AUTH_UNAVAILABLE"),
+        ),
     ];
     let agents: Vec<String> = rows.iter().map(|_| Uuid::new_v4().to_string()).collect();
-    let server = Scripted {
-        agents: agents
-            .iter()
-            .zip(&rows)
-            .map(|(agent, (answer, _, _))| (agent.clone(), answer.clone()))
-            .collect(),
-        ..Scripted::default()
-    };
-    let addr = serve(server).await;
-    let org = Uuid::new_v4();
+    let mut server = FakeAuth::new();
+    for (agent, (answer, _, _)) in agents.iter().zip(&rows) {
+        server = server.agent(agent, answer.clone());
+    }
+    // The fake answers its own org's agents only: the token names that org.
+    let org = server.org_id();
+    let addr = server.start().await.addr();
     for (agent, (_, status, code)) in agents.iter().zip(&rows) {
         let answered = send(any_token(org), client(addr), &token(), agent).await;
         assert_eq!(answered.status.as_u16(), *status, "{code:?}");
@@ -402,15 +276,15 @@ async fn validate_agent_codes_map_to_the_spec_rows() {
 
 #[tokio::test]
 async fn an_agent_of_another_org_is_not_authorized() {
-    // The real server answers PermissionDenied for an unknown agent or another org's.
-    let addr = serve(Scripted::default()).await;
-    let answered = send(
-        any_token(Uuid::new_v4()),
-        client(addr),
-        &token(),
-        &Uuid::new_v4().to_string(),
-    )
-    .await;
+    // Active in the fake's org, asked for by a token of another org: the real server answers
+    // PermissionDenied, as it does for an unknown agent.
+    let agent = Uuid::new_v4().to_string();
+    let addr = FakeAuth::new()
+        .agent(&agent, AgentAnswer::Active)
+        .start()
+        .await
+        .addr();
+    let answered = send(any_token(Uuid::new_v4()), client(addr), &token(), &agent).await;
     assert_eq!(answered.status, StatusCode::FORBIDDEN);
     assert_eq!(answered.code.as_deref(), Some("AGENT_NOT_AUTHORIZED"));
 }
@@ -418,13 +292,11 @@ async fn an_agent_of_another_org_is_not_authorized() {
 #[tokio::test]
 async fn a_slow_or_unreachable_validate_agent_is_auth_unavailable() {
     let slow = Uuid::new_v4().to_string();
-    let server = Scripted {
-        agents: HashMap::from([(slow.clone(), Answer::Slow(Duration::from_secs(30)))]),
-        ..Scripted::default()
-    };
-    let addr = serve(server).await;
+    let server = FakeAuth::new().agent(&slow, AgentAnswer::Slow(Duration::from_secs(30)));
+    let org = server.org_id();
+    let addr = server.start().await.addr();
     let agents = client(addr).validate_timeout(Duration::from_millis(50));
-    let answered = send(any_token(Uuid::new_v4()), agents, &token(), &slow).await;
+    let answered = send(any_token(org), agents, &token(), &slow).await;
     assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answered.code.as_deref(), Some("AUTH_UNAVAILABLE"));
     assert_eq!(answered.retry_after.as_deref(), Some("1"));
@@ -432,7 +304,7 @@ async fn a_slow_or_unreachable_validate_agent_is_auth_unavailable() {
     let closed: SocketAddr = format!("127.0.0.1:{}", svc_testkit::free_port())
         .parse()
         .unwrap();
-    let answered = send(any_token(Uuid::new_v4()), client(closed), &token(), &slow).await;
+    let answered = send(any_token(org), client(closed), &token(), &slow).await;
     assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answered.code.as_deref(), Some("AUTH_UNAVAILABLE"));
 }
@@ -441,12 +313,10 @@ async fn a_slow_or_unreachable_validate_agent_is_auth_unavailable() {
 async fn a_cut_connection_is_degraded_and_recovers() {
     let good = token();
     let agent = Uuid::new_v4().to_string();
-    let server = Scripted {
-        tokens: HashMap::from([(good.clone(), Answer::Ok)]),
-        agents: HashMap::from([(agent.clone(), Answer::Ok)]),
-        ..Scripted::default()
-    };
-    let addr = serve(server).await;
+    let server = FakeAuth::new()
+        .token(&good, TokenAnswer::Valid(Grant::chat()))
+        .agent(&agent, AgentAnswer::Active);
+    let addr = server.start().await.addr();
     let proxy = svc_testkit::FaultProxy::start(addr).await;
     let shared = client(proxy.addr()).validate_timeout(Duration::from_secs(1));
     let answered = send(shared.clone(), shared.clone(), &good, &agent).await;
