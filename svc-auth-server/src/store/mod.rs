@@ -10,12 +10,14 @@ use std::future::Future;
 
 use uuid::Uuid;
 
+mod driver_error;
 mod model;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
+mod timer;
 
 pub use model::{
     Agent, AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,

@@ -6,15 +6,14 @@
 //! policy mistake alone exposes nothing. Connections run as the application role (see
 //! [`pool::app_pool`]), which the policies apply to.
 
-use std::future::Future;
-use std::time::Instant;
-
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
+use super::driver_error;
 use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
+use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Reference, Store, StoreError, TokenCursor,
     TokenMetadata, TokenRecord, User,
@@ -33,7 +32,7 @@ pub use pool::{APP_ROLE, PoolSettings};
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
-    query_duration: Option<Histogram>,
+    timer: QueryTimer,
 }
 
 impl PgStore {
@@ -41,7 +40,7 @@ impl PgStore {
     pub fn new(pool: PgPool) -> PgStore {
         PgStore {
             pool,
-            query_duration: None,
+            timer: QueryTimer::default(),
         }
     }
 
@@ -53,22 +52,13 @@ impl PgStore {
 
     /// Records every store call's wall time in `histogram` (`svc_db_query_duration_seconds`).
     pub fn with_query_histogram(mut self, histogram: Histogram) -> PgStore {
-        self.query_duration = Some(histogram);
+        self.timer = QueryTimer::new(histogram);
         self
     }
 
     /// The underlying pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    async fn timed<T>(&self, operation: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let out = operation.await;
-        if let Some(histogram) = &self.query_duration {
-            histogram.observe(started.elapsed().as_secs_f64());
-        }
-        out
     }
 
     /// A transaction scoped to `org_id` for row-level security.
@@ -85,156 +75,160 @@ impl PgStore {
 
 /// Sorts driver errors into "could not reach the database" and "the database said no".
 pub(crate) fn map_error(error: sqlx::Error) -> StoreError {
-    match error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(Box::new(error)),
-        other => StoreError::Query(Box::new(other)),
-    }
+    driver_error::classify(error, connection_lost)
 }
 
 fn map_insert_error(error: sqlx::Error, what: &'static str) -> StoreError {
-    match &error {
-        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists(what),
-        _ => map_error(error),
-    }
+    driver_error::classify_insert(error, what, connection_lost)
+}
+
+/// A failed TLS session or a broken wire protocol: the server could not be talked to.
+fn connection_lost(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Tls(_) | sqlx::Error::Protocol(_))
 }
 
 impl Store for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        self.timed(async {
-            sqlx::query("SELECT 1")
-                .execute(&self.pool)
-                .await
-                .map(|_| ())
-                .map_err(map_error)
-        })
-        .await
+        self.timer
+            .time(async {
+                sqlx::query("SELECT 1")
+                    .execute(&self.pool)
+                    .await
+                    .map(|_| ())
+                    .map_err(map_error)
+            })
+            .await
     }
 
     async fn token_for_validation(
         &self,
         token_id: Uuid,
     ) -> Result<Option<TokenRecord>, StoreError> {
-        self.timed(async {
-            let row: Option<ValidationRow> = sqlx::query_as(&format!(
-                "SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"
-            ))
-            .bind(token_id)
-            .fetch_optional(&self.pool)
+        self.timer
+            .time(async {
+                let row: Option<ValidationRow> = sqlx::query_as(&format!(
+                    "SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"
+                ))
+                .bind(token_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(map_error)?;
+                row.map(TokenRecord::try_from).transpose()
+            })
             .await
-            .map_err(map_error)?;
-            row.map(TokenRecord::try_from).transpose()
-        })
-        .await
     }
 
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            let row: Option<AgentRow> = sqlx::query_as(&format!(
-                "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = $1 AND agent_id = $2"
-            ))
-            .bind(org_id)
-            .bind(agent_id)
-            .fetch_optional(&mut *tx)
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let row: Option<AgentRow> = sqlx::query_as(&format!(
+                    "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = $1 AND agent_id = $2"
+                ))
+                .bind(org_id)
+                .bind(agent_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                row.map(Agent::try_from).transpose()
+            })
             .await
-            .map_err(map_error)?;
-            tx.commit().await.map_err(map_error)?;
-            row.map(Agent::try_from).transpose()
-        })
-        .await
     }
 
     async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            sqlx::query(
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                sqlx::query(
                 "INSERT INTO organizations (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING",
             )
             .bind(org_id)
             .execute(&mut *tx)
             .await
             .map_err(map_error)?;
-            let (org_id, created_at): (Uuid, DateTime<Utc>) =
-                sqlx::query_as("SELECT org_id, created_at FROM organizations WHERE org_id = $1")
-                    .bind(org_id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(map_error)?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(Organization { org_id, created_at })
-        })
-        .await
+                let (org_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
+                    "SELECT org_id, created_at FROM organizations WHERE org_id = $1",
+                )
+                .bind(org_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(Organization { org_id, created_at })
+            })
+            .await
     }
 
     async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            // No RETURNING: the row only becomes visible once its membership exists.
-            sqlx::query("INSERT INTO users (user_id, display_name) VALUES ($1, $2)")
-                .bind(user.user_id)
-                .bind(&user.display_name)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| map_insert_error(e, "user"))?;
-            sqlx::query("INSERT INTO org_memberships (org_id, user_id, role) VALUES ($1, $2, $3)")
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                // No RETURNING: the row only becomes visible once its membership exists.
+                sqlx::query("INSERT INTO users (user_id, display_name) VALUES ($1, $2)")
+                    .bind(user.user_id)
+                    .bind(&user.display_name)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_insert_error(e, "user"))?;
+                sqlx::query(
+                    "INSERT INTO org_memberships (org_id, user_id, role) VALUES ($1, $2, $3)",
+                )
                 .bind(org_id)
                 .bind(user.user_id)
                 .bind(user.role.as_str())
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| map_insert_error(e, "membership"))?;
-            let (user_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
-                "SELECT u.user_id, u.created_at FROM users AS u \
+                let (user_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
+                    "SELECT u.user_id, u.created_at FROM users AS u \
                  JOIN org_memberships AS m ON m.user_id = u.user_id \
                  WHERE m.org_id = $1 AND u.user_id = $2",
-            )
-            .bind(org_id)
-            .bind(user.user_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(map_error)?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(User {
-                user_id,
-                created_at,
+                )
+                .bind(org_id)
+                .bind(user.user_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(User {
+                    user_id,
+                    created_at,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            let member = member_exists(&mut tx, org_id, user_id).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(member)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let member = member_exists(&mut tx, org_id, user_id).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(member)
+            })
+            .await
     }
 
     async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            let row: AgentRow = sqlx::query_as(&format!(
-                "INSERT INTO agents (agent_id, org_id, status, name) VALUES ($1, $2, $3, $4) \
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let row: AgentRow = sqlx::query_as(&format!(
+                    "INSERT INTO agents (agent_id, org_id, status, name) VALUES ($1, $2, $3, $4) \
                  RETURNING {AGENT_COLUMNS}"
-            ))
-            .bind(agent.agent_id)
-            .bind(org_id)
-            .bind(agent.status.as_str())
-            .bind(&agent.name)
-            .fetch_one(&mut *tx)
+                ))
+                .bind(agent.agent_id)
+                .bind(org_id)
+                .bind(agent.status.as_str())
+                .bind(&agent.name)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| map_insert_error(e, "agent"))?;
+                tx.commit().await.map_err(map_error)?;
+                Agent::try_from(row)
+            })
             .await
-            .map_err(|e| map_insert_error(e, "agent"))?;
-            tx.commit().await.map_err(map_error)?;
-            Agent::try_from(row)
-        })
-        .await
     }
 
     async fn create_token(
@@ -242,46 +236,47 @@ impl Store for PgStore {
         org_id: Uuid,
         token: NewToken,
     ) -> Result<TokenMetadata, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            if let Some(agent_id) = token.agent_id {
-                let exists: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
-                )
-                .bind(org_id)
-                .bind(agent_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                if !exists {
-                    return Err(StoreError::NotInOrg(Reference::Agent));
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                if let Some(agent_id) = token.agent_id {
+                    let exists: bool = sqlx::query_scalar(
+                        "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
+                    )
+                    .bind(org_id)
+                    .bind(agent_id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(map_error)?;
+                    if !exists {
+                        return Err(StoreError::NotInOrg(Reference::Agent));
+                    }
                 }
-            }
-            if let Some(user_id) = token.user_id
-                && !member_exists(&mut tx, org_id, user_id).await?
-            {
-                return Err(StoreError::NotInOrg(Reference::User));
-            }
-            let row: TokenRow = sqlx::query_as(&format!(
-                "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
+                if let Some(user_id) = token.user_id
+                    && !member_exists(&mut tx, org_id, user_id).await?
+                {
+                    return Err(StoreError::NotInOrg(Reference::User));
+                }
+                let row: TokenRow = sqlx::query_as(&format!(
+                    "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
                                      secret_hash, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {TOKEN_COLUMNS}"
-            ))
-            .bind(token.token_id)
-            .bind(org_id)
-            .bind(token.user_id)
-            .bind(token.agent_id)
-            .bind(token.permissions.bits())
-            .bind(&token.name)
-            .bind(&token.secret_hash)
-            .bind(token.expires_at)
-            .fetch_one(&mut *tx)
+                ))
+                .bind(token.token_id)
+                .bind(org_id)
+                .bind(token.user_id)
+                .bind(token.agent_id)
+                .bind(token.permissions.bits())
+                .bind(&token.name)
+                .bind(&token.secret_hash)
+                .bind(token.expires_at)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| map_insert_error(e, "token"))?;
+                tx.commit().await.map_err(map_error)?;
+                TokenMetadata::try_from(row)
+            })
             .await
-            .map_err(|e| map_insert_error(e, "token"))?;
-            tx.commit().await.map_err(map_error)?;
-            TokenMetadata::try_from(row)
-        })
-        .await
     }
 
     async fn revoke_token(
@@ -289,21 +284,22 @@ impl Store for PgStore {
         org_id: Uuid,
         token_id: Uuid,
     ) -> Result<Option<TokenMetadata>, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            let row: Option<TokenRow> = sqlx::query_as(&format!(
-                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let row: Option<TokenRow> = sqlx::query_as(&format!(
+                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
                  WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
-            ))
-            .bind(org_id)
-            .bind(token_id)
-            .fetch_optional(&mut *tx)
+                ))
+                .bind(org_id)
+                .bind(token_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                row.map(TokenMetadata::try_from).transpose()
+            })
             .await
-            .map_err(map_error)?;
-            tx.commit().await.map_err(map_error)?;
-            row.map(TokenMetadata::try_from).transpose()
-        })
-        .await
     }
 
     async fn list_tokens(
@@ -312,38 +308,39 @@ impl Store for PgStore {
         after: Option<TokenCursor>,
         limit: u32,
     ) -> Result<Vec<TokenMetadata>, StoreError> {
-        self.timed(async {
-            let mut tx = self.tenant(org_id).await?;
-            let rows: Vec<TokenRow> = match after {
-                None => {
-                    sqlx::query_as(&format!(
-                        "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 \
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let rows: Vec<TokenRow> = match after {
+                    None => {
+                        sqlx::query_as(&format!(
+                            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 \
                          ORDER BY created_at, token_id LIMIT $2"
-                    ))
-                    .bind(org_id)
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *tx)
-                    .await
-                }
-                Some(cursor) => {
-                    sqlx::query_as(&format!(
-                        "SELECT {TOKEN_COLUMNS} FROM tokens \
+                        ))
+                        .bind(org_id)
+                        .bind(i64::from(limit))
+                        .fetch_all(&mut *tx)
+                        .await
+                    }
+                    Some(cursor) => {
+                        sqlx::query_as(&format!(
+                            "SELECT {TOKEN_COLUMNS} FROM tokens \
                          WHERE org_id = $1 AND (created_at, token_id) > ($2, $3) \
                          ORDER BY created_at, token_id LIMIT $4"
-                    ))
-                    .bind(org_id)
-                    .bind(cursor.created_at)
-                    .bind(cursor.token_id)
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *tx)
-                    .await
+                        ))
+                        .bind(org_id)
+                        .bind(cursor.created_at)
+                        .bind(cursor.token_id)
+                        .bind(i64::from(limit))
+                        .fetch_all(&mut *tx)
+                        .await
+                    }
                 }
-            }
-            .map_err(map_error)?;
-            tx.commit().await.map_err(map_error)?;
-            rows.into_iter().map(TokenMetadata::try_from).collect()
-        })
-        .await
+                .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                rows.into_iter().map(TokenMetadata::try_from).collect()
+            })
+            .await
     }
 }
 

@@ -19,15 +19,15 @@
 //! # }
 //! ```
 
-use std::future::Future;
 use std::path::Path;
-use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use uuid::Uuid;
 
+use super::driver_error;
+use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
     TokenMetadata, TokenRecord, User,
@@ -45,7 +45,7 @@ pub use open::{
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    query_duration: Option<Histogram>,
+    timer: QueryTimer,
 }
 
 impl SqliteStore {
@@ -72,13 +72,13 @@ impl SqliteStore {
     fn from_pool(pool: SqlitePool) -> SqliteStore {
         SqliteStore {
             pool,
-            query_duration: None,
+            timer: QueryTimer::default(),
         }
     }
 
     /// Records every store call's wall time in `histogram` (`svc_db_query_duration_seconds`).
     pub fn with_query_histogram(mut self, histogram: Histogram) -> SqliteStore {
-        self.query_duration = Some(histogram);
+        self.timer = QueryTimer::new(histogram);
         self
     }
 
@@ -90,15 +90,6 @@ impl SqliteStore {
     /// Closes every connection, checkpointing the WAL into the database file.
     pub async fn close(&self) {
         self.pool.close().await;
-    }
-
-    async fn timed<T>(&self, operation: impl Future<Output = T>) -> T {
-        let started = Instant::now();
-        let out = operation.await;
-        if let Some(histogram) = &self.query_duration {
-            histogram.observe(started.elapsed().as_secs_f64());
-        }
-        out
     }
 
     /// A read transaction.
@@ -119,16 +110,17 @@ impl SqliteStore {
 
 /// Sorts driver errors into "could not get the database in time" and "the database said no".
 pub(crate) fn map_error(error: sqlx::Error) -> StoreError {
-    match &error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(Box::new(error)),
-        sqlx::Error::Database(db) if is_busy(db.code().as_deref()) => {
-            StoreError::Unavailable(Box::new(error))
-        }
-        _ => StoreError::Query(Box::new(error)),
-    }
+    driver_error::classify(error, lock_not_granted)
+}
+
+fn map_insert_error(error: sqlx::Error, what: &'static str) -> StoreError {
+    driver_error::classify_insert(error, what, lock_not_granted)
+}
+
+/// Another connection held the lock past the busy timeout: the database is there but could not
+/// be had in time.
+fn lock_not_granted(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if is_busy(db.code().as_deref()))
 }
 
 /// SQLITE_BUSY (5) and SQLITE_LOCKED (6), in any extended form: the lock was not granted
@@ -136,13 +128,6 @@ pub(crate) fn map_error(error: sqlx::Error) -> StoreError {
 fn is_busy(code: Option<&str>) -> bool {
     code.and_then(|code| code.parse::<i32>().ok())
         .is_some_and(|code| matches!(code & 0xff, 5 | 6))
-}
-
-fn map_insert_error(error: sqlx::Error, what: &'static str) -> StoreError {
-    match &error {
-        sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::AlreadyExists(what),
-        _ => map_error(error),
-    }
 }
 
 /// Now, at the stored precision (microseconds), so a returned time equals its re-read.
@@ -156,72 +141,79 @@ fn to_micros(time: DateTime<Utc>) -> i64 {
 
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
-        self.timed(async {
-            sqlx::query("SELECT 1")
-                .execute(&self.pool)
-                .await
-                .map(|_| ())
-                .map_err(map_error)
-        })
-        .await
+        self.timer
+            .time(async {
+                sqlx::query("SELECT 1")
+                    .execute(&self.pool)
+                    .await
+                    .map(|_| ())
+                    .map_err(map_error)
+            })
+            .await
     }
 
     async fn token_for_validation(
         &self,
         token_id: Uuid,
     ) -> Result<Option<TokenRecord>, StoreError> {
-        self.timed(tenant::token_for_validation(&self.pool, token_id))
+        self.timer
+            .time(tenant::token_for_validation(&self.pool, token_id))
             .await
     }
 
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
-        self.timed(async {
-            let mut tx = self.read().await?;
-            let agent = tenant::agent(&mut tx, org_id, agent_id).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(agent)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.read().await?;
+                let agent = tenant::agent(&mut tx, org_id, agent_id).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(agent)
+            })
+            .await
     }
 
     async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
-        self.timed(async {
-            let mut tx = self.write().await?;
-            let org = tenant::ensure_organization(&mut tx, org_id).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(org)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let org = tenant::ensure_organization(&mut tx, org_id).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(org)
+            })
+            .await
     }
 
     async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
-        self.timed(async {
-            let mut tx = self.write().await?;
-            let user = tenant::create_user(&mut tx, org_id, user).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(user)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let user = tenant::create_user(&mut tx, org_id, user).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(user)
+            })
+            .await
     }
 
     async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
-        self.timed(async {
-            let mut tx = self.read().await?;
-            let member = tenant::member_exists(&mut tx, org_id, user_id).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(member)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.read().await?;
+                let member = tenant::member_exists(&mut tx, org_id, user_id).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(member)
+            })
+            .await
     }
 
     async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.timed(async {
-            let mut tx = self.write().await?;
-            let agent = tenant::create_agent(&mut tx, org_id, agent).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(agent)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let agent = tenant::create_agent(&mut tx, org_id, agent).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(agent)
+            })
+            .await
     }
 
     async fn create_token(
@@ -229,13 +221,14 @@ impl Store for SqliteStore {
         org_id: Uuid,
         token: NewToken,
     ) -> Result<TokenMetadata, StoreError> {
-        self.timed(async {
-            let mut tx = self.write().await?;
-            let created = tenant::create_token(&mut tx, org_id, token).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(created)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let created = tenant::create_token(&mut tx, org_id, token).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(created)
+            })
+            .await
     }
 
     async fn revoke_token(
@@ -243,13 +236,14 @@ impl Store for SqliteStore {
         org_id: Uuid,
         token_id: Uuid,
     ) -> Result<Option<TokenMetadata>, StoreError> {
-        self.timed(async {
-            let mut tx = self.write().await?;
-            let revoked = tenant::revoke_token(&mut tx, org_id, token_id).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(revoked)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let revoked = tenant::revoke_token(&mut tx, org_id, token_id).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(revoked)
+            })
+            .await
     }
 
     async fn list_tokens(
@@ -258,13 +252,14 @@ impl Store for SqliteStore {
         after: Option<TokenCursor>,
         limit: u32,
     ) -> Result<Vec<TokenMetadata>, StoreError> {
-        self.timed(async {
-            let mut tx = self.read().await?;
-            let tokens = tenant::list_tokens(&mut tx, org_id, after, limit).await?;
-            tx.commit().await.map_err(map_error)?;
-            Ok(tokens)
-        })
-        .await
+        self.timer
+            .time(async {
+                let mut tx = self.read().await?;
+                let tokens = tenant::list_tokens(&mut tx, org_id, after, limit).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(tokens)
+            })
+            .await
     }
 }
 
