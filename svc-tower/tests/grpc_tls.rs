@@ -10,19 +10,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use svc_proto::v1::auth_service_server::{AuthService, AuthServiceServer};
-use svc_proto::v1::{
-    CreateTokenRequest, CreateTokenResponse, ListTokensRequest, ListTokensResponse,
-    RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest, ValidateAgentResponse,
-    ValidateTokenRequest, ValidateTokenResponse,
-};
+use svc_testkit::fake_auth::FakeAuth;
 use svc_tower::auth::grpc::GrpcClientError;
 use svc_tower::auth::{GrpcAuthClient, TokenError, TokenValidator};
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::Status;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
+/// Known to no one: ValidateToken answers Unauthenticated, which proves a call got through.
 const TOKEN: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_AbC123xyz";
 
 fn pem(name: &str) -> Vec<u8> {
@@ -32,60 +25,12 @@ fn pem(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Knows no token: every ValidateToken is Unauthenticated, which proves a call got through.
-struct NoTokens;
-
-#[tonic::async_trait]
-impl AuthService for NoTokens {
-    async fn validate_token(
-        &self,
-        _: tonic::Request<ValidateTokenRequest>,
-    ) -> Result<tonic::Response<ValidateTokenResponse>, Status> {
-        Err(Status::unauthenticated("invalid token"))
-    }
-
-    async fn validate_agent(
-        &self,
-        _: tonic::Request<ValidateAgentRequest>,
-    ) -> Result<tonic::Response<ValidateAgentResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn create_token(
-        &self,
-        _: tonic::Request<CreateTokenRequest>,
-    ) -> Result<tonic::Response<CreateTokenResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn revoke_token(
-        &self,
-        _: tonic::Request<RevokeTokenRequest>,
-    ) -> Result<tonic::Response<RevokeTokenResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-
-    async fn list_tokens(
-        &self,
-        _: tonic::Request<ListTokensRequest>,
-    ) -> Result<tonic::Response<ListTokensResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
-    }
-}
-
-/// Serves [`NoTokens`] over mutual TLS on a fresh loopback port.
+/// Serves a fake AuthService knowing no token over mutual TLS on a fresh loopback port.
 async fn serve_mtls() -> SocketAddr {
     let tls = ServerTlsConfig::new()
         .identity(Identity::from_pem(pem("server.pem"), pem("server.key")))
         .client_ca_root(Certificate::from_pem(pem("ca.pem")));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tonic::transport::Server::builder()
-        .tls_config(tls)
-        .unwrap()
-        .add_service(AuthServiceServer::new(NoTokens));
-    tokio::spawn(server.serve_with_incoming(TcpListenerStream::new(listener)));
-    addr
+    FakeAuth::new().tls(tls).start().await.addr()
 }
 
 fn client(addr: &str, identity: bool) -> GrpcAuthClient {
