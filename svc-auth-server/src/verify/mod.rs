@@ -11,7 +11,7 @@
 //! 4. The failure memory: a secret that failed moments ago, or a token id that failed too
 //!    often this window, is refused without hashing.
 //! 5. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
-//!    same secret (see [`flight`]). A success is remembered; a failure is counted.
+//!    same secret (single-flight, in `flight`). A success is remembered; a failure is counted.
 
 use std::sync::Arc;
 
