@@ -13,6 +13,7 @@ use uuid::Uuid;
 mod driver_error;
 mod model;
 pub mod postgres;
+mod references;
 mod rows;
 pub mod sqlite;
 #[cfg(test)]

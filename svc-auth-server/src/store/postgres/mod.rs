@@ -8,14 +8,15 @@
 
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::driver_error;
+use super::references::{ReferenceLookups, check_token_references};
 use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use super::timer::QueryTimer;
 use super::{
-    Agent, NewAgent, NewToken, NewUser, Organization, Reference, Store, StoreError, TokenCursor,
+    Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
     TokenMetadata, TokenRecord, User,
 };
 
@@ -203,7 +204,7 @@ impl Store for PgStore {
         self.timer
             .time(async {
                 let mut tx = self.tenant(org_id).await?;
-                let member = member_exists(&mut tx, org_id, user_id).await?;
+                let member = tx.user_in_org(org_id, user_id).await?;
                 tx.commit().await.map_err(map_error)?;
                 Ok(member)
             })
@@ -239,24 +240,7 @@ impl Store for PgStore {
         self.timer
             .time(async {
                 let mut tx = self.tenant(org_id).await?;
-                if let Some(agent_id) = token.agent_id {
-                    let exists: bool = sqlx::query_scalar(
-                        "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
-                    )
-                    .bind(org_id)
-                    .bind(agent_id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(map_error)?;
-                    if !exists {
-                        return Err(StoreError::NotInOrg(Reference::Agent));
-                    }
-                }
-                if let Some(user_id) = token.user_id
-                    && !member_exists(&mut tx, org_id, user_id).await?
-                {
-                    return Err(StoreError::NotInOrg(Reference::User));
-                }
+                check_token_references(&mut *tx, org_id, &token).await?;
                 let row: TokenRow = sqlx::query_as(&format!(
                     "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
                                      secret_hash, expires_at) \
@@ -344,19 +328,28 @@ impl Store for PgStore {
     }
 }
 
-async fn member_exists(
-    tx: &mut Transaction<'static, Postgres>,
-    org_id: Uuid,
-    user_id: Uuid,
-) -> Result<bool, StoreError> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = $1 AND user_id = $2)",
-    )
-    .bind(org_id)
-    .bind(user_id)
-    .fetch_one(&mut **tx)
-    .await
-    .map_err(map_error)
+impl ReferenceLookups for PgConnection {
+    async fn agent_in_org(&mut self, org_id: Uuid, agent_id: Uuid) -> Result<bool, StoreError> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .fetch_one(self)
+        .await
+        .map_err(map_error)
+    }
+
+    async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = $1 AND user_id = $2)",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .fetch_one(self)
+        .await
+        .map_err(map_error)
+    }
 }
 
 #[cfg(test)]

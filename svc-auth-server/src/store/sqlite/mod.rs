@@ -27,6 +27,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use uuid::Uuid;
 
 use super::driver_error;
+use super::references::ReferenceLookups;
 use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
@@ -198,7 +199,7 @@ impl Store for SqliteStore {
         self.timer
             .time(async {
                 let mut tx = self.read().await?;
-                let member = tenant::member_exists(&mut tx, org_id, user_id).await?;
+                let member = tx.user_in_org(org_id, user_id).await?;
                 tx.commit().await.map_err(map_error)?;
                 Ok(member)
             })

@@ -5,10 +5,11 @@ use sqlx::{SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::{map_error, map_insert_error, now_micros, to_micros};
+use crate::store::references::{ReferenceLookups, check_token_references};
 use crate::store::rows::{AGENT_COLUMNS, StoredTime, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use crate::store::{
-    Agent, NewAgent, NewToken, NewUser, Organization, Reference, StoreError, TokenCursor,
-    TokenMetadata, TokenRecord, User,
+    Agent, NewAgent, NewToken, NewUser, Organization, StoreError, TokenCursor, TokenMetadata,
+    TokenRecord, User,
 };
 
 /// Rows with SQLite's integer-microsecond time columns.
@@ -101,19 +102,28 @@ pub(super) async fn create_user(
     })
 }
 
-pub(super) async fn member_exists(
-    conn: &mut SqliteConnection,
-    org_id: Uuid,
-    user_id: Uuid,
-) -> Result<bool, StoreError> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = ?1 AND user_id = ?2)",
-    )
-    .bind(org_id)
-    .bind(user_id)
-    .fetch_one(conn)
-    .await
-    .map_err(map_error)
+impl ReferenceLookups for SqliteConnection {
+    async fn agent_in_org(&mut self, org_id: Uuid, agent_id: Uuid) -> Result<bool, StoreError> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = ?1 AND agent_id = ?2)",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .fetch_one(self)
+        .await
+        .map_err(map_error)
+    }
+
+    async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM org_memberships WHERE org_id = ?1 AND user_id = ?2)",
+        )
+        .bind(org_id)
+        .bind(user_id)
+        .fetch_one(self)
+        .await
+        .map_err(map_error)
+    }
 }
 
 pub(super) async fn create_agent(
@@ -141,26 +151,7 @@ pub(super) async fn create_token(
     org_id: Uuid,
     token: NewToken,
 ) -> Result<TokenMetadata, StoreError> {
-    // Checked before the insert so the caller learns which reference is foreign; the composite
-    // foreign keys would refuse it too, without saying which.
-    if let Some(agent_id) = token.agent_id {
-        let exists: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = ?1 AND agent_id = ?2)",
-        )
-        .bind(org_id)
-        .bind(agent_id)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(map_error)?;
-        if !exists {
-            return Err(StoreError::NotInOrg(Reference::Agent));
-        }
-    }
-    if let Some(user_id) = token.user_id
-        && !member_exists(&mut *conn, org_id, user_id).await?
-    {
-        return Err(StoreError::NotInOrg(Reference::User));
-    }
+    check_token_references(&mut *conn, org_id, &token).await?;
     let row: TokenRow = sqlx::query_as(&format!(
         "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
                              secret_hash, created_at, expires_at) \
