@@ -64,13 +64,9 @@ impl PgStore {
 
     /// A transaction scoped to `org_id` for row-level security.
     async fn tenant(&self, org_id: Uuid) -> Result<Transaction<'static, Postgres>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(map_error)?;
-        sqlx::query("SELECT set_config('svc.org_id', $1, true)")
-            .bind(org_id.to_string())
-            .execute(&mut *tx)
+        pool::begin_tenant(&self.pool, org_id)
             .await
-            .map_err(map_error)?;
-        Ok(tx)
+            .map_err(map_error)
     }
 }
 

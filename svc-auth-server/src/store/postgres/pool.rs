@@ -1,10 +1,12 @@
-//! The PostgreSQL pool: every connection runs as the application role, with bounded waits.
+//! The PostgreSQL pool: every connection runs as the application role, with bounded waits, and
+//! tenant work runs in transactions scoped to one org.
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool};
+use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres, Transaction};
+use uuid::Uuid;
 
 use crate::store::StoreError;
 
@@ -71,6 +73,23 @@ pub fn app_pool(options: PgConnectOptions, settings: &PoolSettings) -> PgPool {
             })
         })
         .connect_lazy_with(options)
+}
+
+/// A transaction on `pool` in which row-level security sees `org_id` only.
+///
+/// The setting is local to the transaction (`set_config(.., true)`), never set on the pooled
+/// session, so a connection handed back to the pool carries no org into its next use. Queries
+/// inside still name `org_id` in their `WHERE`: the policies are the second line, not the only one.
+pub async fn begin_tenant(
+    pool: &PgPool,
+    org_id: Uuid,
+) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT set_config('svc.org_id', $1, true)")
+        .bind(org_id.to_string())
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
 }
 
 /// One connection as the DSN's own user (migrations need the owner), within `timeout`.

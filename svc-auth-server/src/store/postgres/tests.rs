@@ -299,3 +299,26 @@ async fn a_non_superuser_owner_migrates_and_validation_still_finds_tokens() {
     store.pool().close().await;
     drop(db);
 }
+
+#[tokio::test]
+async fn a_tenant_transaction_sees_its_org_only_and_leaves_nothing_on_the_connection() {
+    let db = migrated_db().await;
+    // One connection, so the check after the commit runs on the session the transaction used.
+    let store = store_for(&db, 1);
+    let (a, b) = two_orgs(&store).await;
+
+    let mut tx = pool::begin_tenant(store.pool(), b).await.unwrap();
+    let orgs: Vec<Uuid> = sqlx::query_scalar("SELECT org_id FROM agents")
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(orgs, [b]);
+    assert!(!orgs.contains(&a));
+    tx.commit().await.unwrap();
+
+    let setting: Option<String> = sqlx::query_scalar("SELECT current_setting('svc.org_id', true)")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(setting.unwrap_or_default(), "");
+}
