@@ -1,14 +1,14 @@
 //! Durable sessions in PostgreSQL, under the same row-level security as every tenant table.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Executor, PgPool};
+use sqlx::PgPool;
+use svc_auth_server::store::postgres::pool::{self, PoolSettings};
 use uuid::Uuid;
 
 /// The non-owner role the migrations create; RLS applies to it.
-pub const APP_ROLE: &str = "svc_app";
+pub use svc_auth_server::store::postgres::APP_ROLE;
+
 /// Pool size: one write per completed call, off the request path.
 pub const MAX_CONNECTIONS: u32 = 4;
 /// Bound on getting a pooled connection, connecting included.
@@ -67,25 +67,17 @@ impl SessionStore {
     /// A lazily connecting pool for `dsn`; every connection runs as [`APP_ROLE`]. Fails only on
     /// a malformed DSN, without echoing it.
     pub fn connect_lazy(dsn: &str) -> Result<SessionStore, InvalidDsn> {
-        let options = PgConnectOptions::from_str(dsn)
-            .map_err(|_| InvalidDsn)?
-            .disable_statement_logging();
-        let set_role = options.get_username() != APP_ROLE;
-        let pool = PgPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .min_connections(0)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    if set_role {
-                        conn.execute(format!("SET ROLE {APP_ROLE}").as_str())
-                            .await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect_lazy_with(options);
-        Ok(SessionStore { pool })
+        // The auth server's pool builder, so both services reach PostgreSQL the same way: the
+        // application role, no statement logging, TCP_NODELAY, bounded waits.
+        let options = pool::connect_options(dsn).map_err(|_| InvalidDsn)?;
+        let settings = PoolSettings {
+            max_connections: MAX_CONNECTIONS,
+            acquire_timeout: ACQUIRE_TIMEOUT,
+            ..PoolSettings::default()
+        };
+        Ok(SessionStore {
+            pool: pool::app_pool(options, &settings),
+        })
     }
 
     /// Records the session (created, or its last use bumped) and one checkpoint, in one
@@ -97,11 +89,7 @@ impl SessionStore {
         session_id: &str,
         checkpoint: &Checkpoint,
     ) -> Result<(), sqlx::Error> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('svc.org_id', $1, true)")
-            .bind(org_id.to_string())
-            .execute(&mut *tx)
-            .await?;
+        let mut tx = pool::begin_tenant(&self.pool, org_id).await?;
         sqlx::query(
             "INSERT INTO sessions (org_id, session_id, agent_id) VALUES ($1, $2, $3)
              ON CONFLICT (org_id, session_id) DO UPDATE SET last_seen_at = now()
