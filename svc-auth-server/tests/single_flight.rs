@@ -106,3 +106,27 @@ async fn concurrent_checks_of_different_tokens_do_not_share() {
     }
     assert_eq!(h.server.argon2_runs() - before, 2, "Argon2 runs");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_different_wrong_secrets_is_bounded_by_the_failure_limit() {
+    let mut h = start().await;
+    let right = fresh_token(&mut h).await;
+    let token_id = Pat::parse(&right).unwrap().token_id();
+    let before = h.server.argon2_runs();
+
+    // A leaked token id with 40 guessed secrets, all sent at once: the ones still being hashed
+    // count against the id's budget, so no more than the limit ever reach Argon2.
+    let guesses: Vec<String> = (0..40).map(|_| Pat::generate(token_id).expose()).collect();
+    let results = validate_all(&h.client, &guesses).await;
+
+    for result in &results {
+        let status = result.as_ref().expect_err("a guessed secret was accepted");
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    }
+    let runs = h.server.argon2_runs() - before;
+    let limit = u64::from(svc_auth_server::verify::FailureLimits::default().max_failures);
+    assert!(
+        runs <= limit,
+        "{runs} Argon2 runs for one token id, limit {limit}"
+    );
+}

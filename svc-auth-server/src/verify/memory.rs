@@ -147,14 +147,35 @@ impl Default for FailureLimits {
 }
 
 /// What to do with a secret that is not a remembered success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Verify it with Argon2.
-    Verify,
+#[derive(Debug)]
+pub(crate) enum Admission<'a> {
+    /// Verify it with Argon2, holding the attempt until the verdict is recorded.
+    Verify(Attempt<'a>),
     /// This exact secret failed moments ago: refuse without hashing.
     KnownWrong,
-    /// Too many failures for this token id: refuse without hashing.
+    /// Too many failures, finished or in progress, for this token id: refuse without hashing.
     Throttled,
+}
+
+/// A verification in progress for one token id. It counts against the id's failure budget
+/// until dropped, so a burst of different wrong secrets sent at once cannot all slip past the
+/// limit before the first of them has failed.
+#[derive(Debug)]
+pub(crate) struct Attempt<'a> {
+    failures: &'a Failures,
+    token_id: Uuid,
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        let mut inner = self.failures.lock();
+        if let Some(count) = inner.in_flight.get_mut(&self.token_id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                inner.in_flight.remove(&self.token_id);
+            }
+        }
+    }
 }
 
 const REMEMBERED_WRONG_SECRETS: usize = 8;
@@ -165,39 +186,71 @@ struct Window {
     recent: VecDeque<Digest>,
 }
 
-/// Recent failed verifications per token id.
+/// Recent failed verifications per token id, and the verifications still running.
+#[derive(Debug)]
 pub(crate) struct Failures {
     limits: FailureLimits,
-    inner: Mutex<Bounded<Window>>,
+    inner: Mutex<FailureState>,
+}
+
+struct FailureState {
+    windows: Bounded<Window>,
+    /// Verifications in progress per token id; an id leaves when its last one ends, so this
+    /// holds no more entries than there are Argon2 runs waiting or running.
+    in_flight: HashMap<Uuid, u32>,
+}
+
+impl std::fmt::Debug for FailureState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FailureState")
+            .field("in_flight", &self.in_flight.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Failures {
     pub(crate) fn new(limits: FailureLimits) -> Failures {
         Failures {
             limits,
-            inner: Mutex::new(Bounded::new(limits.capacity)),
+            inner: Mutex::new(FailureState {
+                windows: Bounded::new(limits.capacity),
+                in_flight: HashMap::new(),
+            }),
         }
     }
 
-    pub(crate) fn admit(&self, token_id: Uuid, digest: &Digest) -> Admission {
-        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(window) = map.get_mut(&token_id) else {
-            return Admission::Verify;
+    fn lock(&self) -> std::sync::MutexGuard<'_, FailureState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn admit(&self, token_id: Uuid, digest: &Digest) -> Admission<'_> {
+        let mut inner = self.lock();
+        let failures = match inner.windows.get_mut(&token_id) {
+            Some(window) if window.started.elapsed() < self.limits.window => {
+                if window.recent.iter().any(|known| same(known, digest)) {
+                    return Admission::KnownWrong;
+                }
+                window.failures
+            }
+            _ => 0,
         };
-        if window.started.elapsed() >= self.limits.window {
-            return Admission::Verify;
+        let running = inner.in_flight.entry(token_id).or_insert(0);
+        if failures.saturating_add(*running) >= self.limits.max_failures {
+            if *running == 0 {
+                inner.in_flight.remove(&token_id);
+            }
+            return Admission::Throttled;
         }
-        if window.recent.iter().any(|known| same(known, digest)) {
-            Admission::KnownWrong
-        } else if window.failures >= self.limits.max_failures {
-            Admission::Throttled
-        } else {
-            Admission::Verify
-        }
+        *running += 1;
+        Admission::Verify(Attempt {
+            failures: self,
+            token_id,
+        })
     }
 
     pub(crate) fn record(&self, token_id: Uuid, digest: Digest) {
-        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.lock();
+        let map = &mut inner.windows;
         match map.get_mut(&token_id) {
             Some(window) if window.started.elapsed() < self.limits.window => {
                 window.failures = window.failures.saturating_add(1);
@@ -272,14 +325,46 @@ mod tests {
             capacity: 10,
         });
         let id = Uuid::new_v4();
-        assert_eq!(failures.admit(id, &[1; 32]), Admission::Verify);
+        assert!(matches!(failures.admit(id, &[1; 32]), Admission::Verify(_)));
         failures.record(id, [1; 32]);
-        assert_eq!(failures.admit(id, &[1; 32]), Admission::KnownWrong);
-        assert_eq!(failures.admit(id, &[2; 32]), Admission::Verify);
+        assert!(matches!(
+            failures.admit(id, &[1; 32]),
+            Admission::KnownWrong
+        ));
+        assert!(matches!(failures.admit(id, &[2; 32]), Admission::Verify(_)));
         failures.record(id, [2; 32]);
         failures.record(id, [3; 32]);
-        assert_eq!(failures.admit(id, &[4; 32]), Admission::Throttled);
-        assert_eq!(failures.admit(Uuid::new_v4(), &[4; 32]), Admission::Verify);
+        assert!(matches!(failures.admit(id, &[4; 32]), Admission::Throttled));
+        assert!(matches!(
+            failures.admit(Uuid::new_v4(), &[4; 32]),
+            Admission::Verify(_)
+        ));
+    }
+
+    #[test]
+    fn verifications_in_progress_count_against_the_limit() {
+        let failures = Failures::new(FailureLimits {
+            window: Duration::from_secs(60),
+            max_failures: 3,
+            capacity: 10,
+        });
+        let id = Uuid::new_v4();
+        let running: Vec<Admission<'_>> = (1..=3u8).map(|n| failures.admit(id, &[n; 32])).collect();
+        assert!(running.iter().all(|a| matches!(a, Admission::Verify(_))));
+        assert!(
+            matches!(failures.admit(id, &[4; 32]), Admission::Throttled),
+            "three secrets still being hashed use up the budget"
+        );
+        assert!(matches!(
+            failures.admit(Uuid::new_v4(), &[4; 32]),
+            Admission::Verify(_)
+        ));
+        drop(running);
+        assert!(matches!(failures.admit(id, &[4; 32]), Admission::Verify(_)));
+        assert!(
+            failures.lock().in_flight.is_empty(),
+            "ended attempts leave no entry"
+        );
     }
 
     #[test]
@@ -291,7 +376,7 @@ mod tests {
         });
         let id = Uuid::new_v4();
         failures.record(id, [1; 32]);
-        assert_eq!(failures.admit(id, &[1; 32]), Admission::Verify);
-        assert_eq!(failures.admit(id, &[2; 32]), Admission::Verify);
+        assert!(matches!(failures.admit(id, &[1; 32]), Admission::Verify(_)));
+        assert!(matches!(failures.admit(id, &[2; 32]), Admission::Verify(_)));
     }
 }

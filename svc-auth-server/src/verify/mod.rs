@@ -219,11 +219,12 @@ impl<S: Store> Verifier<S> {
         if self.successes.contains(token_id, &digest) {
             return Ok(Verdict::Valid);
         }
-        match self.failures.admit(token_id, &digest) {
-            Admission::Verify => {}
+        // The attempt counts against the token id's failure budget until the verdict is in.
+        let _attempt = match self.failures.admit(token_id, &digest) {
+            Admission::Verify(attempt) => attempt,
             Admission::KnownWrong => return Ok(Verdict::WrongSecret),
             Admission::Throttled => return Ok(Verdict::Throttled),
-        }
+        };
         if self.hasher.verify(stored_hash, secret).await? {
             self.successes.insert(token_id, digest);
             Ok(Verdict::Valid)
