@@ -1,20 +1,20 @@
 //! Both example apps over real loopback HTTP: 200 with a good token and agent, the JSON error
 //! envelope otherwise.
 
+mod common;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use common::Reply;
 use futures_util::stream;
-use http::{HeaderMap, Method, Request, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body::Frame;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use svc_examples::demo::{Demo, MAX_BODY_BYTES};
 use svc_examples::{axum_app, hyper_app};
-use tokio::net::TcpListener;
 use uuid::Uuid;
 
 #[derive(Debug, Clone, Copy)]
@@ -27,28 +27,14 @@ const APPS: [App; 2] = [App::Axum, App::Hyper];
 
 /// Serves `app` for `demo` on a fresh loopback port for the rest of the test.
 async fn start(app: App, demo: &Demo) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let demo = demo.clone();
-    tokio::spawn(async move {
+    common::start(move |listener| async move {
         match app {
             App::Axum => axum_app::serve(listener, &demo).await,
             App::Hyper => hyper_app::serve(listener, &demo).await,
         }
-    });
-    addr
-}
-
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    json: serde_json::Value,
-}
-
-impl Reply {
-    fn code(&self) -> Option<&str> {
-        self.json["error"]["code"].as_str()
-    }
+    })
+    .await
 }
 
 /// A request to `/v1/chat/completions` with the given token and agent.
@@ -97,20 +83,7 @@ impl<'a> Call<'a> {
             Method::POST
         };
         let request = request.method(method);
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        let response = client
-            .request(request.body(self.body).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-        Reply {
-            status,
-            headers,
-            json,
-        }
+        common::send(request.body(self.body).unwrap()).await
     }
 }
 

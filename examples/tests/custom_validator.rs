@@ -1,48 +1,23 @@
 //! The custom-validator example over real loopback HTTP: 200 for a token holding the route's
 //! permission, 401 INVALID_TOKEN and 403 INSUFFICIENT_PERMISSIONS envelopes otherwise.
 
+mod common;
+
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use common::Reply;
+use http::{Method, Request, StatusCode};
+use http_body_util::Empty;
 use svc_examples::custom_validator::{self, KeyTable};
 use svc_tower::context::Permissions;
-use tokio::net::TcpListener;
 use uuid::Uuid;
 
 /// Serves the example over `keys` on a fresh loopback port for the rest of the test.
 async fn start(keys: &KeyTable) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let keys = keys.clone();
-    tokio::spawn(async move { custom_validator::serve(listener, &keys).await });
-    addr
-}
-
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    json: serde_json::Value,
-}
-
-impl Reply {
-    fn code(&self) -> Option<&str> {
-        self.json["error"]["code"].as_str()
-    }
-
-    /// The envelope names the same request id as the header.
-    fn assert_envelope(&self, status: StatusCode, code: &str) {
-        assert_eq!(self.status, status, "{}", self.json);
-        assert_eq!(self.code(), Some(code));
-        assert_eq!(self.headers["content-type"], "application/json");
-        let request_id = self.headers["x-request-id"].to_str().unwrap();
-        assert_eq!(self.json["error"]["request_id"], request_id);
-        assert!(self.json["error"]["message"].is_string());
-        assert!(self.json["error"]["timestamp"].is_string());
-    }
+    common::start(move |listener| async move { custom_validator::serve(listener, &keys).await })
+        .await
 }
 
 async fn send(addr: SocketAddr, method: Method, path: &str, token: Option<&str>) -> Reply {
@@ -52,20 +27,7 @@ async fn send(addr: SocketAddr, method: Method, path: &str, token: Option<&str>)
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
-    let client = Client::builder(TokioExecutor::new()).build_http();
-    let response = client
-        .request(request.body(Empty::<Bytes>::new()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-    Reply {
-        status,
-        headers,
-        json,
-    }
+    common::send(request.body(Empty::<Bytes>::new()).unwrap()).await
 }
 
 async fn chat(addr: SocketAddr, token: Option<&str>) -> Reply {
