@@ -4,6 +4,9 @@
 //! [`redis_prefix`] a random key prefix. The servers come from `SVC_TEST_POSTGRES_URL` and
 //! `SVC_TEST_REDIS_URL` (the test script sets them when it starts its own), else this
 //! machine's defaults on 127.0.0.1.
+//!
+//! With the `fake-auth` feature, the `fake_auth` module serves a scripted `svc.auth.v1.AuthService` on
+//! loopback for tests of its clients.
 
 #[cfg(feature = "fake-auth")]
 pub mod fake_auth;
