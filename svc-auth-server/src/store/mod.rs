@@ -1,10 +1,15 @@
-//! The identity store: one trait, a PostgreSQL backend, and a test suite every backend passes.
+//! The identity store: one trait, a PostgreSQL backend, an embedded SQLite backend, and a test
+//! suite every backend passes.
 //!
 //! The gRPC service is a thin adapter over [`Store`]. Every tenant method takes the org first
 //! and sees only that org's rows; a backend enforces that twice (an explicit `org_id` in every
 //! query, and row-level security keyed on a transaction-local org setting in PostgreSQL). The
 //! single exception is [`Store::token_for_validation`], which must find a token before anyone
 //! knows its org.
+//!
+//! Each backend writes its own SQL; what does not depend on the SQL is written once and shared:
+//! the rows and their conversion to records (`rows`), the rule a new token's references follow
+//! (`references`), the sorting of driver errors (`driver_error`) and the query timer (`timer`).
 
 use std::future::Future;
 
