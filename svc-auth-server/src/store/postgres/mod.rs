@@ -20,14 +20,14 @@ use super::{
     TokenMetadata, TokenRecord, User,
 };
 
-/// Rows with PostgreSQL's `timestamptz` columns.
-type TokenRow = super::rows::TokenRow<DateTime<Utc>>;
-type ValidationRow = super::rows::ValidationRow<DateTime<Utc>>;
-type AgentRow = super::rows::AgentRow<DateTime<Utc>>;
-
 pub mod pool;
 
 pub use pool::{APP_ROLE, PoolSettings};
+
+// The shared rows, with PostgreSQL's `timestamptz` columns.
+type TokenRow = super::rows::TokenRow<DateTime<Utc>>;
+type ValidationRow = super::rows::ValidationRow<DateTime<Utc>>;
+type AgentRow = super::rows::AgentRow<DateTime<Utc>>;
 
 /// The PostgreSQL identity store. Cloning shares the pool.
 #[derive(Debug, Clone)]

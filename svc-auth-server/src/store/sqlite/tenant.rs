@@ -12,7 +12,7 @@ use crate::store::{
     TokenRecord, User,
 };
 
-/// Rows with SQLite's integer-microsecond time columns.
+// The shared rows, with SQLite's integer-microsecond time columns.
 type TokenRow = crate::store::rows::TokenRow<i64>;
 type ValidationRow = crate::store::rows::ValidationRow<i64>;
 type AgentRow = crate::store::rows::AgentRow<i64>;
