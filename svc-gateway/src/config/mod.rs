@@ -120,14 +120,7 @@ impl Config {
             .collect();
         let vars = Vars(&map);
 
-        let env = vars.parse(SVC_ENV, Environment::Development, |v| {
-            match v.to_ascii_lowercase().as_str() {
-                "development" | "dev" => Ok(Environment::Development),
-                "staging" => Ok(Environment::Staging),
-                "production" | "prod" => Ok(Environment::Production),
-                _ => Err(format!("{v:?} is not development, staging or production")),
-            }
-        })?;
+        let env = vars.parse(SVC_ENV, Environment::Development, Environment::parse)?;
         let production = env == Environment::Production;
 
         let port = vars.parse(SVC_PORT, DEFAULT_PORT, parse::positive)?;

@@ -25,27 +25,8 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// `SVC_ENV`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Environment {
-    /// Local work; the default.
-    Development,
-    /// Pre-production.
-    Staging,
-    /// Production: refuses an implicit mock provider, plaintext gRPC and text logs.
-    Production,
-}
-
-impl Environment {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Environment::Development => "development",
-            Environment::Staging => "staging",
-            Environment::Production => "production",
-        }
-    }
-}
+/// `SVC_ENV`: one meaning for every svc binary.
+pub use svc_auth_server::config::vars::Environment;
 
 /// `SVC_LLM_MODE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
