@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use uuid::Uuid;
 
-use crate::config::Config;
-use crate::config::vars::Vars;
-use crate::seed::SeedOptions;
+use crate::config::vars::{Environment, Vars};
+use crate::config::{Config, SVC_ENV};
+use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
 use crate::store::AgentStatus;
 use crate::telemetry;
@@ -125,6 +125,14 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
         Ok(command) => command,
         Err(problem) => return fail(2, format_args!("{problem} (see svc-auth-server --help)")),
     };
+    // Seed's production refusal comes first: the serving rules checked below (TLS, log
+    // format) are not what should stop a development tool pointed at production.
+    if matches!(command, Command::Seed(_))
+        && vars.parse_or(SVC_ENV, Environment::default(), Environment::parse)
+            == Ok(Environment::Production)
+    {
+        return fail(1, SeedError::Production);
+    }
     let config = match Config::from_vars(vars) {
         Ok(config) => config,
         Err(error) => return fail(2, error),
