@@ -137,6 +137,9 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(2, error),
     };
+    if let (Command::Serve, Err(error)) = (&command, config.check_serving()) {
+        return fail(2, error);
+    }
     // Seed prints its JSON on stdout: its logs, like migrate's, go to stderr.
     let subscriber = match command {
         Command::Serve => telemetry::subscriber(&config.log, std::io::stdout),

@@ -89,8 +89,13 @@ async fn a_bad_variable_exits_2_with_one_line_naming_it() {
     ];
     for (vars, expected) in cases {
         for args in [&[][..], &["serve"], &["migrate"], &["seed"]] {
-            // Seed refuses production before reading the rest: see seed_refuses_production_….
-            if args == ["seed"] && vars.contains(&("SVC_ENV", "production")) {
+            // Seed refuses production before reading the rest (see seed_refuses_production_…),
+            // and the plaintext-gRPC rule is about serving: migrate and seed serve nothing.
+            let production = vars.contains(&("SVC_ENV", "production"));
+            let serving_rule = expected.contains("SVC_GRPC_ALLOW_PLAINTEXT");
+            if (args == ["seed"] && production)
+                || (serving_rule && args.len() == 1 && args[0] != "serve")
+            {
                 continue;
             }
             let outcome = run(args, vars).await;
@@ -298,4 +303,24 @@ async fn serve_logs_never_contain_tokens_or_secrets() {
     }
     assert!(!logs.contains("svc_pat_garbage"));
     assert!(!logs.contains(h.db.url()));
+}
+
+#[tokio::test]
+async fn a_production_migration_job_needs_no_grpc_settings() {
+    let db = TestDb::create().await;
+    let migrated = run(
+        &["migrate"],
+        &[("POSTGRES_DSN", db.url()), ("SVC_ENV", "production")],
+    )
+    .await;
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+
+    // Serving is what the plaintext rule is about.
+    let served = run(
+        &["serve"],
+        &[("POSTGRES_DSN", db.url()), ("SVC_ENV", "production")],
+    )
+    .await;
+    assert_eq!(served.code, Some(2));
+    assert_one_error_line(&served, "error: SVC_GRPC_ALLOW_PLAINTEXT:");
 }

@@ -137,6 +137,8 @@ pub struct Config {
     pub log: LogSettings,
     /// TLS for gRPC; plaintext when `None`.
     pub grpc_tls: Option<TlsFiles>,
+    /// `SVC_GRPC_ALLOW_PLAINTEXT`: production may serve plaintext gRPC.
+    pub grpc_allow_plaintext: bool,
     /// Cost of new hashes.
     pub argon2: Argon2Params,
     /// Argon2 runs at once.
@@ -163,11 +165,29 @@ impl Config {
             environment: Environment::Development,
             log: LogSettings::default(),
             grpc_tls: None,
+            grpc_allow_plaintext: false,
             argon2: Argon2Params::default(),
             hash_concurrency: default_hash_concurrency(),
             pool: PoolSettings::default(),
             failure_limits: FailureLimits::default(),
         }
+    }
+
+    /// The rules for serving, beyond those every subcommand needs: production refuses
+    /// plaintext gRPC unless `SVC_GRPC_ALLOW_PLAINTEXT=true`. `migrate` and `seed` serve
+    /// nothing, so a migration job in production needs no gRPC settings.
+    pub fn check_serving(&self) -> Result<(), ConfigError> {
+        if self.environment == Environment::Production
+            && self.grpc_tls.is_none()
+            && !self.grpc_allow_plaintext
+        {
+            return Err(ConfigError::new(
+                SVC_GRPC_ALLOW_PLAINTEXT,
+                "production refuses plaintext gRPC: set SVC_GRPC_TLS_CERT and SVC_GRPC_TLS_KEY, \
+                 or SVC_GRPC_ALLOW_PLAINTEXT=true on a private network",
+            ));
+        }
+        Ok(())
     }
 
     /// Reads and validates every variable; the first problem found is returned.
@@ -201,14 +221,7 @@ impl Config {
         }
 
         let grpc_tls = tls_files(vars)?;
-        let allow_plaintext = vars.parse_or(SVC_GRPC_ALLOW_PLAINTEXT, false, parse_bool)?;
-        if environment == Environment::Production && grpc_tls.is_none() && !allow_plaintext {
-            return Err(ConfigError::new(
-                SVC_GRPC_ALLOW_PLAINTEXT,
-                "production refuses plaintext gRPC: set SVC_GRPC_TLS_CERT and SVC_GRPC_TLS_KEY, \
-                 or SVC_GRPC_ALLOW_PLAINTEXT=true on a private network",
-            ));
-        }
+        let grpc_allow_plaintext = vars.parse_or(SVC_GRPC_ALLOW_PLAINTEXT, false, parse_bool)?;
 
         let argon2 = Argon2Params {
             memory_kib: vars.parse_or(
@@ -237,6 +250,7 @@ impl Config {
             environment,
             log,
             grpc_tls,
+            grpc_allow_plaintext,
             argon2,
             hash_concurrency: vars.parse_or(
                 SVC_HASH_CONCURRENCY,
@@ -361,7 +375,10 @@ mod tests {
     fn production_refuses_text_logs_and_unannounced_plaintext() {
         let error = parse(&[(SVC_ENV, "production"), ("SVC_LOG_FORMAT", "text")]).unwrap_err();
         assert_eq!(error.variable, "SVC_LOG_FORMAT");
-        let error = parse(&[(SVC_ENV, "production")]).unwrap_err();
+        let error = parse(&[(SVC_ENV, "production")])
+            .unwrap()
+            .check_serving()
+            .unwrap_err();
         assert_eq!(error.variable, SVC_GRPC_ALLOW_PLAINTEXT);
         let config = parse(&[(SVC_ENV, "PRODUCTION"), (SVC_GRPC_ALLOW_PLAINTEXT, "true")]).unwrap();
         assert_eq!(config.environment, Environment::Production);
