@@ -14,6 +14,7 @@ use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
 use crate::store::AgentStatus;
 use crate::telemetry;
+use crate::telemetry::otel::TraceExport;
 
 const USAGE: &str = "\
 usage: svc-auth-server [serve]
@@ -140,14 +141,6 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     if let (Command::Serve, Err(error)) = (&command, config.check_serving()) {
         return fail(2, error);
     }
-    // Seed prints its JSON on stdout: its logs, like migrate's, go to stderr.
-    let subscriber = match command {
-        Command::Serve => telemetry::subscriber(&config.log, std::io::stdout),
-        _ => telemetry::subscriber(&config.log, std::io::stderr),
-    };
-    if tracing::subscriber::set_global_default(subscriber).is_err() {
-        return fail(1, "a log subscriber is installed already");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -155,13 +148,38 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(1, format_args!("cannot start the runtime: {error}")),
     };
+    // Only serving exports traces; the exporter's channel needs the runtime.
+    let traces = match command {
+        Command::Serve => {
+            let _runtime = runtime.enter();
+            match TraceExport::start(&config.otel) {
+                Ok(traces) => traces,
+                Err(error) => return fail(2, one_line(&error)),
+            }
+        }
+        _ => None,
+    };
+    // Seed prints its JSON on stdout: its logs, like migrate's, go to stderr.
+    let subscriber = match command {
+        Command::Serve => {
+            telemetry::subscriber_with_traces(&config.log, std::io::stdout, traces.as_ref())
+        }
+        _ => telemetry::subscriber(&config.log, std::io::stderr),
+    };
+    if tracing::subscriber::set_global_default(subscriber).is_err() {
+        return fail(1, "a log subscriber is installed already");
+    }
     runtime.block_on(async move {
-        match command {
+        let code = match command {
             Command::Serve => serve(config).await,
             Command::Migrate => migrate(config).await,
             Command::Seed(options) => seed(config, options).await,
             Command::Help => ExitCode::SUCCESS,
+        };
+        if let Some(traces) = traces {
+            traces.shutdown().await;
         }
+        code
     })
 }
 

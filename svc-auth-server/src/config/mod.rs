@@ -17,6 +17,10 @@
 //! | `SVC_DB_MAX_CONNECTIONS` | pool size | 16 |
 //! | `SVC_DB_CONNECT_TIMEOUT` | opening a standalone connection | 2s |
 //! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection | 1s |
+//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `host:port` of an OTLP gRPC collector; empty: no export | empty |
+//! | `OTEL_SAMPLE_RATIO` | share of traces started here that are exported, 0..=1 | 0.01 |
+//! | `OTEL_SERVICE_NAME` | exported `service.name`; else `SVC_SERVICE_NAME`, else svc-auth-server | |
+//! | `OTEL_DEPLOYMENT_ENVIRONMENT` | exported `deployment.environment`; else `SVC_ENV` | |
 //!
 //! ```
 //! use svc_auth_server::config::{Config, vars::Vars};
@@ -41,6 +45,7 @@ use crate::store::postgres::pool::{
     connect_options,
 };
 use crate::telemetry::LogSettings;
+use crate::telemetry::otel::OtelSettings;
 use crate::verify::{Argon2Params, FailureLimits, hasher};
 
 pub mod vars;
@@ -81,6 +86,10 @@ pub const SVC_DB_MAX_CONNECTIONS: &str = "SVC_DB_MAX_CONNECTIONS";
 pub const SVC_DB_CONNECT_TIMEOUT: &str = "SVC_DB_CONNECT_TIMEOUT";
 /// Pool acquire timeout.
 pub const SVC_DB_ACQUIRE_TIMEOUT: &str = "SVC_DB_ACQUIRE_TIMEOUT";
+
+/// The binary's name: the exported `service.name` unless `OTEL_SERVICE_NAME` or
+/// `SVC_SERVICE_NAME` says otherwise.
+pub const SERVICE_NAME: &str = "svc-auth-server";
 
 /// Default HTTP port.
 pub const DEFAULT_HTTP_PORT: u16 = 8081;
@@ -147,6 +156,8 @@ pub struct Config {
     pub pool: PoolSettings,
     /// Wrong-secret limits per token id.
     pub failure_limits: FailureLimits,
+    /// Trace export (`OTEL_*`).
+    pub otel: OtelSettings,
 }
 
 fn default_hash_concurrency() -> usize {
@@ -170,6 +181,7 @@ impl Config {
             hash_concurrency: default_hash_concurrency(),
             pool: PoolSettings::default(),
             failure_limits: FailureLimits::default(),
+            otel: OtelSettings::disabled(SERVICE_NAME, Environment::Development),
         }
     }
 
@@ -275,6 +287,7 @@ impl Config {
                 )?,
             },
             failure_limits: FailureLimits::default(),
+            otel: OtelSettings::from_vars(vars, SERVICE_NAME, environment)?,
         })
     }
 }

@@ -25,6 +25,10 @@ pub(crate) fn span(method: &'static str, metadata: &MetadataMap) -> Span {
     let span = tracing::info_span!("rpc", method, trace_id = Empty);
     if let Some(trace) = trace_id(metadata) {
         span.record("trace_id", display(trace));
+        // The exported span is the caller's child (nothing happens without export).
+        if let Some(traceparent) = metadata.get(TRACEPARENT.as_str()) {
+            crate::telemetry::otel::continue_trace(&span, traceparent.as_bytes());
+        }
     }
     span
 }

@@ -16,10 +16,13 @@
 //! ```
 
 use tracing::Subscriber;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::config::vars::{ConfigError, Vars};
+
+pub mod otel;
 
 /// `SVC_LOG_LEVEL`: DEBUG, INFO, WARN or ERROR, any case.
 pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
@@ -145,20 +148,44 @@ pub fn subscriber<W>(settings: &LogSettings, writer: W) -> Box<dyn Subscriber + 
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(settings.filter())
+    subscriber_with_traces(settings, writer, None)
+}
+
+/// [`subscriber`], exporting spans through `traces` when given.
+///
+/// The log level filters the log lines only: spans reach the exporter at INFO whatever
+/// `SVC_LOG_LEVEL` says, so quieter logs never cost traces.
+pub fn subscriber_with_traces<W>(
+    settings: &LogSettings,
+    writer: W,
+    traces: Option<&otel::TraceExport>,
+) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_target(true);
     match settings.format {
-        LogFormat::Json => Box::new(
-            builder
-                .json()
+        LogFormat::Json => with_traces(
+            logs.json()
                 .flatten_event(true)
                 .with_current_span(false)
-                .finish(),
+                .with_filter(settings.filter()),
+            traces,
         ),
-        LogFormat::Text => Box::new(builder.with_ansi(false).finish()),
+        LogFormat::Text => {
+            with_traces(logs.with_ansi(false).with_filter(settings.filter()), traces)
+        }
     }
+}
+
+fn with_traces<L>(logs: L, traces: Option<&otel::TraceExport>) -> Box<dyn Subscriber + Send + Sync>
+where
+    L: Layer<Registry> + Send + Sync + 'static,
+{
+    let logged = tracing_subscriber::registry().with(logs);
+    Box::new(logged.with(traces.map(otel::TraceExport::layer)))
 }
 
 /// Installs the process-wide subscriber writing to stdout. Fails if one is installed already.
