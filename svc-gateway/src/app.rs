@@ -266,6 +266,12 @@ impl Gateway {
                             .request_id_header(config.request_id_header.clone())
                             .trace_id_header(config.trace_id_header.clone()),
                     )
+                    // Right inside RequestId, which chose the trace id: the exported span of
+                    // the request carries that id, and its status is the final one.
+                    .layer(axum::middleware::from_fn_with_state(
+                        crate::request_span::Export(config.otel.endpoint.is_some()),
+                        crate::request_span::record,
+                    ))
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))

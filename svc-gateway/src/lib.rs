@@ -16,6 +16,7 @@ pub mod forward;
 pub mod http_metrics;
 pub mod provider;
 pub mod readiness;
+pub mod request_span;
 pub mod routes;
 pub mod server;
 pub mod session;

@@ -16,7 +16,13 @@ async fn main() {
             std::process::exit(EXIT_CONFIG);
         }
     };
-    svc_gateway::telemetry::init(&config);
+    let traces = match svc_gateway::telemetry::init(&config) {
+        Ok(traces) => traces,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(EXIT_CONFIG);
+        }
+    };
     let gateway = match Gateway::new(config) {
         Ok(gateway) => gateway,
         Err(error) => {
@@ -35,4 +41,7 @@ async fn main() {
     svc_auth_server::cli::shutdown_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;
+    if let Some(traces) = traces {
+        traces.shutdown().await;
+    }
 }

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use http::HeaderName;
 
+use svc_auth_server::telemetry::otel;
+
 use super::parse;
 use super::types::{AuthConfig, Environment, LlmMode, OtelConfig, ProviderConfig, Secret};
 use super::vars::*;
@@ -171,20 +173,15 @@ pub(super) fn provider_config(
 }
 
 pub(super) fn otel_config(vars: &Vars<'_>, env: Environment) -> Result<OtelConfig, ConfigError> {
+    // One grammar for both binaries: the auth server's exporter parses the same variables.
     let endpoint = vars.parse(OTEL_EXPORTER_OTLP_ENDPOINT, None, |v| {
-        let host_port = v
-            .strip_prefix("http://")
-            .or_else(|| v.strip_prefix("https://"))
-            .unwrap_or(v)
-            .trim_end_matches('/');
-        parse::host_port(host_port).map(|()| Some(v.to_owned()))
+        otel::parse_endpoint(v).map(Some)
     })?;
-    let sample_ratio = vars.parse(OTEL_SAMPLE_RATIO, DEFAULT_OTEL_SAMPLE_RATIO, |v| match v
-        .parse::<f64>()
-    {
-        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
-        _ => Err(format!("{v:?} is not a number between 0 and 1")),
-    })?;
+    let sample_ratio = vars.parse(
+        OTEL_SAMPLE_RATIO,
+        DEFAULT_OTEL_SAMPLE_RATIO,
+        otel::parse_ratio,
+    )?;
     let service_name = vars
         .get(OTEL_SERVICE_NAME)
         .or_else(|| vars.get(SVC_SERVICE_NAME))

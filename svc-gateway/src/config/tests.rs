@@ -203,7 +203,7 @@ fn values_are_parsed() {
     assert_eq!(c.trace_id_header, "x-b3-traceid");
     assert_eq!(c.log_level, "debug");
     assert_eq!(c.log_format, LogFormat::Text);
-    assert_eq!(c.otel.endpoint.as_deref(), Some("collector:4317"));
+    assert_eq!(c.otel.endpoint.as_deref(), Some("http://collector:4317"));
     assert_eq!(c.otel.sample_ratio, 0.5);
     assert_eq!(c.otel.service_name, "edge");
     assert_eq!(c.otel.deployment_environment, "staging");

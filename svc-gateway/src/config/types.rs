@@ -77,11 +77,10 @@ pub struct ProviderConfig {
     pub models: Vec<String>,
 }
 
-/// Tracing export settings, parsed and validated; export itself is off until a collector is
-/// wired in (see the crate docs).
+/// Trace export settings, parsed and validated (see [`crate::telemetry`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtelConfig {
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` means no export.
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` as `http://host:port`; `None` means no export.
     pub endpoint: Option<String>,
     /// `OTEL_SAMPLE_RATIO`, in 0..=1.
     pub sample_ratio: f64,

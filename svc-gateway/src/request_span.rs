@@ -1,0 +1,63 @@
+//! One exported span per request, whose trace id is the `X-Trace-ID` the client gets back.
+//!
+//! RequestId (just outside) has chosen the trace id: the caller's `traceparent` when it sent a
+//! valid one, else a fresh id. The span continues the caller's trace in the first case (its
+//! sampling decision stands) and is the root of the fresh id in the second (sampled by
+//! `OTEL_SAMPLE_RATIO` on that id). The auth call and the provider call carry the same trace
+//! id in their `traceparent`, so the trace goes on in the auth server.
+//!
+//! Fields: `route` (the matched template, `unmatched` for the 404 fallback, never the raw
+//! path), `method` and `status`. Without trace export the middleware only forwards.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use svc_auth_server::telemetry::otel;
+use svc_tower::request_id::{TRACEPARENT, TraceId};
+use tracing::Instrument;
+use tracing::field::Empty;
+
+/// Whether spans are exported; `false` makes the middleware a pass-through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Export(pub bool);
+
+/// Runs the rest of the stack inside the request's span; sits right inside RequestId.
+pub async fn record(
+    State(Export(export)): State<Export>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !export {
+        return next.run(request).await;
+    }
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let span = tracing::info_span!(
+        "request",
+        otel.kind = "server",
+        route,
+        method = %request.method(),
+        status = Empty,
+    );
+    if let Some(&trace) = request.extensions().get::<TraceId>() {
+        join_trace(&span, &request, trace);
+    }
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("status", response.status().as_u16());
+    response
+}
+
+/// Continues the caller's trace when RequestId took `trace` from its `traceparent`, else makes
+/// the span the root of `trace`.
+fn join_trace(span: &tracing::Span, request: &Request, trace: TraceId) {
+    let mut values = request.headers().get_all(&TRACEPARENT).iter();
+    if let (Some(value), None) = (values.next(), values.next()) {
+        let inbound = TraceId::from_traceparent(value.as_bytes());
+        if inbound == Some(trace) && otel::continue_trace(span, value.as_bytes()) {
+            return;
+        }
+    }
+    otel::start_root(span, trace);
+}
