@@ -4,9 +4,9 @@
 //! the same in process, with a configuration built from a map and `listen` on
 //! `127.0.0.1:0`.
 //!
-//! The request path, outermost first (see [`app`](fn@crate::app)): RequestId, ErrorEnvelope, metrics,
-//! then on protected routes BodyLimit, PatAuth, AgentCheck, OrgRateLimit, the handler
-//! (parse and validate), Idempotency and the provider.
+//! The request path, outermost first (see [`app`](fn@crate::app)): RequestId, the exported
+//! request span, ErrorEnvelope, metrics, then on protected routes BodyLimit, PatAuth,
+//! AgentCheck, OrgRateLimit, the handler (parse and validate), Idempotency and the provider.
 
 pub mod app;
 pub mod auth;
