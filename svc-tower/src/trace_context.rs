@@ -1,5 +1,5 @@
 //! W3C trace context for the calls a request causes: the `traceparent` each one carries, and
-//! the request's trace id for code that never sees the request.
+//! the request's trace for code that never sees the request.
 //!
 //! ```
 //! use svc_tower::request_id::TraceId;
@@ -18,6 +18,11 @@
 //! let seen = trace_context::scope(Some(trace), async { trace_context::current() }).await;
 //! assert_eq!(seen, Some(trace));
 //! assert_eq!(trace_context::current(), None);
+//!
+//! // A tracer's own span, not sampled: downstream calls carry its id and its decision.
+//! let span = TraceParent::new(trace, 0x00f067aa0ba902b7, false).unwrap();
+//! let sent = trace_context::scope_parent(Some(span), async { trace_context::current_parent() }).await;
+//! assert_eq!(sent.unwrap().to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
 //! # }
 //! ```
 //!
@@ -27,16 +32,27 @@
 //! [`AgentValidator`](crate::agent::AgentValidator) take a token or an agent id, not the
 //! request: a validator is a plain function of its input, and callers, caches and wrappers
 //! written against the traits stay as they are. PatAuth and AgentCheck therefore run the
-//! validator inside [`scope`] with the request's [`TraceId`], and `GrpcAuthClient` reads
-//! [`current`] to send `traceparent` metadata on ValidateToken and ValidateAgent. A wrapper
-//! around a validator propagates the trace without knowing about it, as OpenTelemetry's
-//! current context does. Code that holds the request (a handler calling a provider) should
-//! read the [`TraceId`] extension instead.
+//! validator inside a scope of the request's trace, and `GrpcAuthClient` reads
+//! [`current_parent`] to send `traceparent` metadata on ValidateToken and ValidateAgent. A
+//! wrapper around a validator propagates the trace without knowing about it, as
+//! OpenTelemetry's current context does. Code that holds the request (a handler calling a
+//! provider) should read the extensions instead.
+//!
+//! # A tracer's span and sampling decision
+//!
+//! By default a call's `traceparent` is a fresh child of the request's
+//! [`TraceId`] marked sampled: downstream services join the trace the client sees in
+//! `X-Trace-ID`. A service that exports spans knows better: the id of its span for the request
+//! and whether that span was sampled. It inserts that as a [`TraceParent`] request extension
+//! (above PatAuth), which then takes precedence: every call carries that parent id and that
+//! flag, so a downstream parent-based sampler drops what this service dropped, and the
+//! downstream spans hang under a span that was really exported. svc-tower itself knows no
+//! tracer; the extension is the whole interface.
 
 use std::fmt;
 use std::future::Future;
 
-use http::HeaderValue;
+use http::{Extensions, HeaderValue};
 use uuid::Uuid;
 
 use crate::request_id::TraceId;
@@ -44,39 +60,104 @@ use crate::request_id::TraceId;
 pub use crate::request_id::TRACEPARENT;
 
 tokio::task_local! {
-    static CURRENT: Option<TraceId>;
+    static CURRENT: Option<Scoped>;
 }
 
-/// The trace id of the request the current task works for, inside [`scope`]; `None` outside.
+/// What a scope holds: a trace to make fresh children of, or the one parent to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scoped {
+    Trace(TraceId),
+    Parent(TraceParent),
+}
+
+/// The trace id of the request the current task works for, inside [`scope`] or
+/// [`scope_parent`]; `None` outside.
 pub fn current() -> Option<TraceId> {
-    CURRENT.try_with(|trace| *trace).ok().flatten()
+    match CURRENT.try_with(|scoped| *scoped).ok().flatten()? {
+        Scoped::Trace(trace) => Some(trace),
+        Scoped::Parent(parent) => Some(parent.trace_id),
+    }
+}
+
+/// The `traceparent` a call made now should carry: the [`TraceParent`] of [`scope_parent`],
+/// else a fresh sampled child of the trace of [`scope`]; `None` outside both.
+pub fn current_parent() -> Option<TraceParent> {
+    match CURRENT.try_with(|scoped| *scoped).ok().flatten()? {
+        Scoped::Trace(trace) => Some(TraceParent::child_of(trace)),
+        Scoped::Parent(parent) => Some(parent),
+    }
 }
 
 /// Runs `future` with `trace` as [`current`] (a `None` hides any outer trace).
 pub fn scope<F: Future>(trace: Option<TraceId>, future: F) -> impl Future<Output = F::Output> {
-    CURRENT.scope(trace, future)
+    CURRENT.scope(trace.map(Scoped::Trace), future)
 }
 
-/// One outbound call's `traceparent`: version `00`, the request's trace id, a fresh parent
-/// (span) id and the `sampled` flag.
+/// Runs `future` with `parent` as [`current_parent`] and its trace as [`current`] (a `None`
+/// hides any outer trace).
+pub fn scope_parent<F: Future>(
+    parent: Option<TraceParent>,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    CURRENT.scope(parent.map(Scoped::Parent), future)
+}
+
+/// The trace of a request: its [`TraceParent`] extension when a tracer inserted one, else its
+/// [`TraceId`].
+pub(crate) fn of_request(extensions: &Extensions) -> Option<Scoped> {
+    extensions
+        .get::<TraceParent>()
+        .map(|&parent| Scoped::Parent(parent))
+        .or_else(|| {
+            extensions
+                .get::<TraceId>()
+                .map(|&trace| Scoped::Trace(trace))
+        })
+}
+
+/// Runs `future` in the trace [`of_request`] found.
+pub(crate) fn scope_request<F: Future>(
+    scoped: Option<Scoped>,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    CURRENT.scope(scoped, future)
+}
+
+/// One outbound call's `traceparent`: version `00`, the request's trace id, a parent (span) id
+/// and the `sampled` flag.
 ///
-/// Each call gets its own parent id, so the downstream spans of two calls of one request are
-/// siblings under the same trace rather than one span reported twice.
+/// Without a tracer, each call gets its own parent id from [`child_of`](TraceParent::child_of),
+/// so the downstream spans of two calls of one request are siblings under the same trace
+/// rather than one span reported twice. With one, [`new`](TraceParent::new) carries the
+/// tracer's span id and decision. As a request extension it is the parent every call of the
+/// request carries (see the [module docs](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceParent {
     trace_id: TraceId,
     parent_id: u64,
+    sampled: bool,
 }
 
 impl TraceParent {
-    /// A fresh parent id in `trace_id`.
+    /// A fresh parent id in `trace_id`, sampled.
     pub fn child_of(trace_id: TraceId) -> TraceParent {
         let (high, low) = Uuid::new_v4().as_u64_pair();
         // Each half has fixed version or variant bits; their xor has none. Zero is invalid.
         TraceParent {
             trace_id,
             parent_id: (high ^ low).max(1),
+            sampled: true,
         }
+    }
+
+    /// A tracer's span: its trace, its span id and its sampling decision; `None` for the
+    /// all-zero span id, which W3C trace context forbids.
+    pub fn new(trace_id: TraceId, parent_id: u64, sampled: bool) -> Option<TraceParent> {
+        (parent_id != 0).then_some(TraceParent {
+            trace_id,
+            parent_id,
+            sampled,
+        })
     }
 
     /// The trace the call belongs to.
@@ -89,7 +170,12 @@ impl TraceParent {
         self.parent_id
     }
 
-    /// The header value, `00-<32 hex>-<16 hex>-01`.
+    /// Whether the caller recorded its span, the flag a parent-based sampler follows.
+    pub fn sampled(self) -> bool {
+        self.sampled
+    }
+
+    /// The header value, `00-<32 hex>-<16 hex>-01` when sampled, else `...-00`.
     pub fn header_value(self) -> HeaderValue {
         // Lower-case hex and dashes only.
         HeaderValue::try_from(self.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
@@ -98,10 +184,14 @@ impl TraceParent {
 
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "00-{}-{:016x}-01", self.trace_id, self.parent_id)
+        let flags = u8::from(self.sampled);
+        write!(
+            f,
+            "00-{}-{:016x}-{flags:02x}",
+            self.trace_id, self.parent_id
+        )
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +230,60 @@ mod tests {
         assert_eq!(current(), None);
         let hidden = scope(Some(trace), scope(None, async { current() })).await;
         assert_eq!(hidden, None);
+    }
+
+    #[test]
+    fn the_flags_carry_the_sampling_decision() {
+        let trace = TraceId::random();
+        let kept = TraceParent::new(trace, 0x00f067aa0ba902b7, true).unwrap();
+        let dropped = TraceParent::new(trace, 0x00f067aa0ba902b7, false).unwrap();
+        assert_eq!(kept.to_string(), format!("00-{trace}-00f067aa0ba902b7-01"));
+        assert_eq!(
+            dropped.header_value(),
+            format!("00-{trace}-00f067aa0ba902b7-00").as_str()
+        );
+        assert!(kept.sampled() && !dropped.sampled());
+        assert_eq!(
+            TraceId::from_traceparent(dropped.to_string().as_bytes()),
+            Some(trace)
+        );
+        assert!(TraceParent::child_of(trace).sampled());
+        assert_eq!(TraceParent::new(trace, 0, true), None);
+    }
+
+    #[tokio::test]
+    async fn a_scoped_parent_is_sent_as_is_and_a_scoped_trace_as_fresh_children() {
+        let trace = TraceId::random();
+        let span = TraceParent::new(trace, 42, false).unwrap();
+        let (seen, sent, again) = scope_parent(Some(span), async {
+            (current(), current_parent(), current_parent())
+        })
+        .await;
+        assert_eq!(seen, Some(trace));
+        assert_eq!((sent, again), (Some(span), Some(span)));
+
+        let (first, second) =
+            scope(Some(trace), async { (current_parent(), current_parent()) }).await;
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert_eq!((first.trace_id(), second.trace_id()), (trace, trace));
+        assert!(first.sampled() && second.sampled());
+        assert_ne!(first.parent_id(), second.parent_id());
+        assert_eq!(current_parent(), None);
+        assert_eq!(
+            scope_parent(Some(span), scope(None, async { current_parent() })).await,
+            None
+        );
+    }
+
+    #[test]
+    fn a_trace_parent_extension_takes_precedence_over_the_trace_id() {
+        let trace = TraceId::random();
+        let span = TraceParent::new(trace, 7, false).unwrap();
+        let mut extensions = Extensions::new();
+        assert_eq!(of_request(&extensions), None);
+        extensions.insert(trace);
+        assert_eq!(of_request(&extensions), Some(Scoped::Trace(trace)));
+        extensions.insert(span);
+        assert_eq!(of_request(&extensions), Some(Scoped::Parent(span)));
     }
 }

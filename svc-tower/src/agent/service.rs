@@ -13,7 +13,6 @@ use crate::auth::ResponseFuture;
 use crate::body::ResponseBody;
 use crate::context::OrgContext;
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
-use crate::request_id::TraceId;
 use crate::trace_context;
 
 /// `X-SVC-Agent-ID`, the header naming the calling agent.
@@ -106,13 +105,14 @@ where
         }
         let org_id = context.org_id;
         let validator = self.validator.clone();
-        let trace = req.extensions().get::<TraceId>().copied();
+        // A tracer's TraceParent extension, else the TraceId: GrpcAuthClient sends it.
+        let trace = trace_context::of_request(req.extensions());
         let check = Box::pin(async move {
             let agent = agent_id.hyphenated().to_string();
             // Called, not only polled, inside the scope: a closure's synchronous part sees the
             // trace too. GrpcAuthClient sends it with ValidateAgent.
             let validate = async { validator.validate(org_id, &agent).await };
-            match trace_context::scope(trace, validate).await {
+            match trace_context::scope_request(trace, validate).await {
                 Ok(()) => Ok(agent_id),
                 Err(err) => Err(rejection(err)),
             }
@@ -178,6 +178,7 @@ mod tests {
 
     use super::*;
     use crate::context::Permissions;
+    use crate::request_id::TraceId;
 
     fn context(bound: Option<Uuid>) -> OrgContext {
         OrgContext {
@@ -277,6 +278,29 @@ mod tests {
             *seen.lock().unwrap(),
             vec![(Some(trace), Some(trace)), (None, None)]
         );
+    }
+
+    #[tokio::test]
+    async fn a_trace_parent_extension_is_what_the_validator_sends() {
+        use crate::trace_context::TraceParent;
+
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let validator = move |_: Uuid, _: &str| {
+            log.lock()
+                .unwrap()
+                .push(crate::trace_context::current_parent());
+            async { Ok(()) }
+        };
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let trace = TraceId::random();
+        let span = TraceParent::new(trace, 0xfeed, true).unwrap();
+        let mut req = request(Some(&context(None)), Some(&Uuid::new_v4().to_string()));
+        req.extensions_mut().insert(trace);
+        req.extensions_mut().insert(span);
+        let response = svc.oneshot(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(*seen.lock().unwrap(), vec![Some(span)]);
     }
 
     #[tokio::test]

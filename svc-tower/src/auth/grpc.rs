@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::validator::{TokenError, TokenValidator};
 use crate::agent::{AgentError, AgentValidator};
 use crate::context::{OrgContext, Permissions};
-use crate::trace_context::{self, TRACEPARENT, TraceParent};
+use crate::trace_context::{self, TRACEPARENT};
 
 /// The default deadline of each call (`SVC_AUTH_VALIDATE_TIMEOUT`).
 pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -55,8 +55,11 @@ pub enum GrpcClientError {
 ///
 /// Trace context: inside [`trace_context::scope`] (PatAuth and AgentCheck run their validators
 /// there with the request's [`TraceId`](crate::request_id::TraceId)), each call carries W3C
-/// `traceparent` metadata with that trace id and a fresh parent id, so the auth service's spans
-/// and logs join the trace the client sees in `X-Trace-ID`.
+/// `traceparent` metadata with that trace id, a fresh parent id and the sampled flag, so the
+/// auth service's spans and logs join the trace the client sees in `X-Trace-ID`. Inside
+/// [`trace_context::scope_parent`] (the request carried a tracer's
+/// [`TraceParent`](trace_context::TraceParent) extension) each call carries that parent as is,
+/// its sampling decision included.
 ///
 /// Build it inside a Tokio runtime (the channel spawns its worker there).
 #[derive(Debug, Clone)]
@@ -164,11 +167,10 @@ impl GrpcAuthClient {
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.set_timeout(self.timeout);
-        if let Some(trace) = trace_context::current() {
-            let parent = TraceParent::child_of(trace).to_string();
-            if let Ok(value) = MetadataValue::try_from(parent) {
-                request.metadata_mut().insert(TRACEPARENT.as_str(), value);
-            }
+        if let Some(parent) = trace_context::current_parent()
+            && let Ok(value) = MetadataValue::try_from(parent.to_string())
+        {
+            request.metadata_mut().insert(TRACEPARENT.as_str(), value);
         }
         request
     }
@@ -323,6 +325,28 @@ mod tests {
         assert_eq!(TraceId::from_traceparent(second.as_bytes()), Some(trace));
         assert!(first.ends_with("-01"));
         assert_ne!(first, second, "each call has its own parent id");
+    }
+
+    #[tokio::test]
+    async fn calls_carry_a_scoped_parent_with_its_sampling_decision() {
+        use crate::request_id::TraceId;
+        use crate::trace_context::TraceParent;
+
+        let client = GrpcAuthClient::connect_lazy("127.0.0.1:9091").unwrap();
+        let trace = TraceId::random();
+        for sampled in [false, true] {
+            let span = TraceParent::new(trace, 0x00f067aa0ba902b7, sampled).unwrap();
+            let request =
+                trace_context::scope_parent(Some(span), async { client.request(()) }).await;
+            let flags = if sampled { "01" } else { "00" };
+            assert_eq!(
+                request
+                    .metadata()
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok()),
+                Some(format!("00-{trace}-00f067aa0ba902b7-{flags}").as_str())
+            );
+        }
     }
 
     #[test]

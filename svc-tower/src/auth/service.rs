@@ -14,7 +14,6 @@ use crate::body::ResponseBody;
 use crate::context::OrgContext;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{ProxyMetrics, ResultLabel};
-use crate::request_id::TraceId;
 use crate::trace_context;
 
 /// `Retry-After` on 503 `SERVICE_DEGRADED`: an outage of the auth service is usually short.
@@ -108,13 +107,15 @@ where
         };
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
-        let trace = req.extensions().get::<TraceId>().copied();
+        // A tracer's TraceParent extension, else the TraceId: GrpcAuthClient sends it.
+        let trace = trace_context::of_request(req.extensions());
         let check = Box::pin(async move {
             let started = Instant::now();
             // Called, not only polled, inside the scope: a closure's synchronous part sees the
             // trace too. GrpcAuthClient sends it with ValidateToken.
             let outcome =
-                trace_context::scope(trace, async { validator.validate(&token).await }).await;
+                trace_context::scope_request(trace, async { validator.validate(&token).await })
+                    .await;
             drop(token);
             let result = match &outcome {
                 Ok(_) => "ok",
@@ -171,6 +172,7 @@ mod tests {
 
     use super::*;
     use crate::context::Permissions;
+    use crate::request_id::TraceId;
 
     const TOKEN: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_GoodSecret1";
 
@@ -379,6 +381,31 @@ mod tests {
         let untraced = request(Some(&format!("Bearer {TOKEN}")));
         svc.oneshot(untraced).await.unwrap();
         assert_eq!(*seen.lock().unwrap(), vec![Some(trace), None]);
+    }
+
+    #[tokio::test]
+    async fn a_trace_parent_extension_is_what_the_validator_sends() {
+        use crate::trace_context::TraceParent;
+
+        let context = context();
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let validator = move |_: &str| {
+            log.lock()
+                .unwrap()
+                .push(crate::trace_context::current_parent());
+            let context = context.clone();
+            async move { Ok(context) }
+        };
+        let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
+        let trace = TraceId::random();
+        let span = TraceParent::new(trace, 0xfeed, false).unwrap();
+        let mut req = request(Some(&format!("Bearer {TOKEN}")));
+        req.extensions_mut().insert(trace);
+        req.extensions_mut().insert(span);
+        let response = svc.oneshot(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(*seen.lock().unwrap(), vec![Some(span)]);
     }
 
     #[tokio::test]
