@@ -13,6 +13,7 @@ use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, header};
 use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::request_id::{RequestId, TraceId};
+use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
 use crate::provider::{CallInfo, ProviderReply, Registry};
@@ -54,6 +55,8 @@ impl<B> Service<Request<B>> for Forward {
             .copied()
             .unwrap_or_else(RequestId::new_v7);
         let trace_id = request.extensions().get::<TraceId>().copied();
+        // The request span's id and sampling decision, when trace export put them there.
+        let trace_parent = request.extensions().get::<TraceParent>().copied();
         let registry = self.registry.clone();
         let docs_base = self.docs_base.clone();
         Box::pin(async move {
@@ -66,6 +69,7 @@ impl<B> Service<Request<B>> for Forward {
             let call = CallInfo {
                 request_id: Some(request_id.to_string()),
                 trace_id,
+                trace_parent,
             };
             let response = match registry.complete(&chat, &call).await {
                 Ok(ProviderReply::Json { status, body }) => {

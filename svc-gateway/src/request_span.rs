@@ -3,8 +3,10 @@
 //! RequestId (just outside) has chosen the trace id: the caller's `traceparent` when it sent a
 //! valid one, else a fresh id. The span continues the caller's trace in the first case (its
 //! sampling decision stands) and is the root of the fresh id in the second (sampled by
-//! `OTEL_SAMPLE_RATIO` on that id). The auth call and the provider call carry the same trace
-//! id in their `traceparent`, so the trace goes on in the auth server.
+//! `OTEL_SAMPLE_RATIO` on that id). The span's id and sampling decision then go into the
+//! request extensions as a [`TraceParent`]: PatAuth and AgentCheck send it with the auth calls
+//! and the forward service with the provider call, so the auth server's parent-based sampler
+//! drops what the gateway dropped, and its spans hang under the gateway's request span.
 //!
 //! Fields: `route` (the matched template, `unmatched` for the 404 fallback, never the raw
 //! path), `method` and `status`. Without trace export the middleware only forwards.
@@ -12,10 +14,13 @@
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use opentelemetry::trace::TraceContextExt;
 use svc_auth_server::telemetry::otel;
 use svc_tower::request_id::{TRACEPARENT, TraceId};
+use svc_tower::trace_context::TraceParent;
 use tracing::Instrument;
 use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// Whether spans are exported; `false` makes the middleware a pass-through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +29,7 @@ pub struct Export(pub bool);
 /// Runs the rest of the stack inside the request's span; sits right inside RequestId.
 pub async fn record(
     State(Export(export)): State<Export>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if !export {
@@ -43,6 +48,9 @@ pub async fn record(
     );
     if let Some(&trace) = request.extensions().get::<TraceId>() {
         join_trace(&span, &request, trace);
+        if let Some(parent) = downstream_parent(&span, trace) {
+            request.extensions_mut().insert(parent);
+        }
     }
     let response = next.run(request).instrument(span.clone()).await;
     span.record("status", response.status().as_u16());
@@ -60,4 +68,19 @@ fn join_trace(span: &tracing::Span, request: &Request, trace: TraceId) {
         }
     }
     otel::start_root(span, trace);
+}
+
+/// The span as the parent of the calls the request causes: its id and sampling decision.
+/// `None` when the span has no valid context in `trace` (export off, or the span disabled),
+/// and downstream calls go on as children of the trace id.
+fn downstream_parent(span: &tracing::Span, trace: TraceId) -> Option<TraceParent> {
+    let context = span.context();
+    let otel_span = context.span();
+    let span_context = otel_span.span_context();
+    let same_trace = span_context.trace_id().to_bytes() == trace.as_u128().to_be_bytes();
+    if !span_context.is_valid() || !same_trace {
+        return None;
+    }
+    let span_id = u64::from_be_bytes(span_context.span_id().to_bytes());
+    TraceParent::new(trace, span_id, span_context.is_sampled())
 }

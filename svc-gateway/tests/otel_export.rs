@@ -1,6 +1,8 @@
 //! OTLP trace export with the real binaries: the gateway's span of a request carries the
-//! `X-Trace-ID` it answers with, the auth server's span continues that trace, a ratio of 0
-//! exports nothing for a request that starts a trace, and bad `OTEL_*` values exit 2.
+//! `X-Trace-ID` it answers with, the auth server's spans continue that trace as children of the
+//! gateway's request span, a ratio of 0 exports nothing for a request that starts a trace (in
+//! the gateway, and in the auth server, which follows the gateway's decision), and bad
+//! `OTEL_*` values exit 2.
 
 #[path = "otel/collector.rs"]
 mod collector;
@@ -149,6 +151,7 @@ async fn the_gateway_span_carries_x_trace_id_and_the_auth_server_continues_the_t
     let methods: Vec<_> = auth.iter().filter_map(|s| s.attribute("method")).collect();
     assert!(methods.contains(&"ValidateToken"), "{auth:#?}");
     assert!(methods.contains(&"ValidateAgent"), "{auth:#?}");
+    assert_children_of_request(&auth, request);
     for span in collector.spans() {
         assert!(
             !span
@@ -163,8 +166,13 @@ async fn the_gateway_span_carries_x_trace_id_and_the_auth_server_continues_the_t
 #[tokio::test]
 async fn ratio_zero_exports_no_trace_started_here_but_follows_a_sampled_caller() {
     let collector = Collector::start().await;
-    // The auth server does not export here: this test is about the gateway's own decision.
-    let stack = Binaries::start(&[], &otel(&collector, "svc-gateway", "0")).await;
+    // The auth server would keep every trace it starts: whatever it drops, it drops because
+    // the gateway's traceparent said the gateway had dropped it.
+    let stack = Binaries::start(
+        &otel(&collector, "svc-auth-server", "1"),
+        &otel(&collector, "svc-gateway", "0"),
+    )
+    .await;
 
     let unsampled = trace_id(&stack.chat(None).await);
     // A caller that sampled its trace: parent-based sampling keeps it whatever the ratio.
@@ -174,15 +182,49 @@ async fn ratio_zero_exports_no_trace_started_here_but_follows_a_sampled_caller()
 
     let followed = svc_testkit::eventually(WITHIN, || async {
         !collector.in_trace("svc-gateway", &sampled).is_empty()
+            && rpc_methods(&collector.in_trace("svc-auth-server", &sampled)) == 2
     })
     .await;
-    assert!(followed, "the sampled caller's trace is exported");
-    // Spans leave in the order they end: the earlier request would be in by now.
+    assert!(
+        followed,
+        "the sampled caller's trace is exported by both: {:#?}",
+        collector.spans()
+    );
+    // Spans leave each service in the order they end: the earlier request's would be in by
+    // now, from either service.
     assert!(
         collector.spans().iter().all(|s| s.trace_id != unsampled),
         "{:#?}",
         collector.spans()
     );
+    let gateway = collector.in_trace("svc-gateway", &sampled);
+    let request = gateway
+        .iter()
+        .find(|s| s.name == "request")
+        .expect("the request span");
+    assert_eq!(request.parent_span_id, "b7ad6b7169203331");
+    assert_children_of_request(&collector.in_trace("svc-auth-server", &sampled), request);
+}
+
+/// How many of `spans` are auth calls (the auth server's spans carrying a `method`).
+fn rpc_methods(spans: &[collector::Exported]) -> usize {
+    spans
+        .iter()
+        .filter(|s| s.attribute("method").is_some())
+        .count()
+}
+
+/// Each auth call's span has the gateway's exported request span as its parent.
+fn assert_children_of_request(auth: &[collector::Exported], request: &collector::Exported) {
+    let calls: Vec<_> = auth
+        .iter()
+        .filter(|s| s.attribute("method").is_some())
+        .collect();
+    assert!(!calls.is_empty(), "{auth:#?}");
+    assert_eq!(request.span_id.len(), 16, "{request:?}");
+    for call in calls {
+        assert_eq!(call.parent_span_id, request.span_id, "{call:#?}");
+    }
 }
 
 #[test]

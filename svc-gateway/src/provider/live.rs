@@ -3,9 +3,10 @@
 //! The upstream request is built from scratch: the client's body as received, our own headers
 //! and the provider key as `Authorization: Bearer`. Nothing else of the client's request
 //! travels, so the client's `Authorization` and `Idempotency-Key` can never leak upstream.
-//! `X-Request-ID` and a W3C `traceparent` in the request's trace (a fresh parent id per call)
-//! go along, so the provider's records correlate with the client's `X-Request-ID` and
-//! `X-Trace-ID`.
+//! `X-Request-ID` and a W3C `traceparent` in the request's trace go along, so the provider's
+//! records correlate with the client's `X-Request-ID` and `X-Trace-ID`. With trace export on,
+//! the `traceparent` names the gateway's request span and its sampling decision; without, it
+//! is a fresh sampled parent id per call.
 //!
 //! One pooled hyper client serves every call, over rustls (webpki roots) or plain HTTP (for a
 //! provider on loopback), with TCP_NODELAY. `SVC_PROVIDER_TIMEOUT` bounds the response head
@@ -144,8 +145,11 @@ impl LiveProvider {
         if let Some(id) = call.request_id.as_deref() {
             builder = builder.header("x-request-id", id);
         }
-        if let Some(trace) = call.trace_id {
-            builder = builder.header(&TRACEPARENT, TraceParent::child_of(trace).header_value());
+        let parent = call
+            .trace_parent
+            .or_else(|| call.trace_id.map(TraceParent::child_of));
+        if let Some(parent) = parent {
+            builder = builder.header(&TRACEPARENT, parent.header_value());
         }
         builder.body(Full::new(request.raw.clone())).ok()
     }
@@ -284,4 +288,61 @@ fn events(body: Incoming, idle: Duration) -> EventStream {
             }
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use svc_tower::request_id::TraceId;
+
+    use super::*;
+
+    fn traceparent(call: &CallInfo) -> Option<String> {
+        let provider = LiveProvider::new("http://127.0.0.1:9", None, Duration::from_secs(1))
+            .expect("a loopback base URL");
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: Vec::new(),
+            stream: false,
+            temperature: None,
+            max_tokens: None,
+            idempotency_key: None,
+            raw: Bytes::new(),
+        };
+        let upstream = provider
+            .upstream_request(&request, call)
+            .expect("a request");
+        upstream
+            .headers()
+            .get(&TRACEPARENT)
+            .map(|v| v.to_str().unwrap().to_owned())
+    }
+
+    #[test]
+    fn the_request_span_is_the_providers_parent_with_its_decision() {
+        let trace = TraceId::random();
+        let span = TraceParent::new(trace, 0x00f067aa0ba902b7, false).unwrap();
+        let call = CallInfo {
+            request_id: None,
+            trace_id: Some(trace),
+            trace_parent: Some(span),
+        };
+        assert_eq!(
+            traceparent(&call),
+            Some(format!("00-{trace}-00f067aa0ba902b7-00"))
+        );
+    }
+
+    #[test]
+    fn without_a_span_the_provider_gets_a_sampled_child_of_the_trace() {
+        let trace = TraceId::random();
+        let call = CallInfo {
+            request_id: None,
+            trace_id: Some(trace),
+            trace_parent: None,
+        };
+        let sent = traceparent(&call).expect("a traceparent");
+        assert_eq!(TraceId::from_traceparent(sent.as_bytes()), Some(trace));
+        assert!(sent.ends_with("-01"), "{sent}");
+        assert_eq!(traceparent(&CallInfo::default()), None);
+    }
 }

@@ -21,6 +21,7 @@ use futures_util::Stream;
 use futures_util::future::BoxFuture;
 use http::StatusCode;
 use svc_tower::request_id::TraceId;
+use svc_tower::trace_context::TraceParent;
 
 pub use error::{
     DEFAULT_RETRY_AFTER_SECS, MAX_DETAIL_CHARS, ProviderError, retry_after_seconds,
@@ -74,6 +75,10 @@ pub struct CallInfo {
     pub request_id: Option<String>,
     /// The request's trace (the client's `X-Trace-ID`), sent upstream as W3C `traceparent`.
     pub trace_id: Option<TraceId>,
+    /// The gateway's exported request span, when trace export is on: sent upstream as the
+    /// `traceparent` (its span id and sampling decision) in place of a fresh child of
+    /// `trace_id`.
+    pub trace_parent: Option<TraceParent>,
 }
 
 /// Something that answers chat completions.

@@ -22,6 +22,10 @@ pub(crate) struct Exported {
     pub(crate) name: String,
     /// 32 lower-case hex digits, as `X-Trace-ID` shows it.
     pub(crate) trace_id: String,
+    /// 16 lower-case hex digits, as a `traceparent` shows it.
+    pub(crate) span_id: String,
+    /// The parent's span id in the same form; empty for a root span.
+    pub(crate) parent_span_id: String,
     pub(crate) attributes: Vec<(String, String)>,
 }
 
@@ -60,7 +64,9 @@ impl TraceService for Recorder {
                     service: service.clone(),
                     environment: environment.clone(),
                     name: span.name,
-                    trace_id: span.trace_id.iter().map(|b| format!("{b:02x}")).collect(),
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: hex(&span.parent_span_id),
                     attributes: span
                         .attributes
                         .iter()
@@ -71,6 +77,10 @@ impl TraceService for Recorder {
         }
         Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn find(attributes: &[KeyValue], key: &str) -> Option<String> {
