@@ -119,7 +119,7 @@
 //! | [`body`] | [`body::ResponseBody`]: the one response body of the layers that answer on their own; an enum, never boxed |
 //! | [`metrics`] | [`metrics::ProxyMetrics`]: the `svc_proxy_*` handles, registered in your registry and handed to `PatAuthLayer::metrics`, `OrgRateLimitLayer::metrics`, `IdempotencyLayer::metrics` |
 //! | [`health`] | [`health::Checker`] and [`health::Readiness`]: checks in parallel under per-check and overall budgets, the `/ready` and `/health` bodies |
-//! | [`trace_context`] | [`trace_context::TraceParent`] (the `traceparent` of an outbound call) and the task-local trace id PatAuth and AgentCheck run their validators in, which `GrpcAuthClient` sends as gRPC metadata |
+//! | [`trace_context`] | [`trace_context::TraceParent`] (the `traceparent` of an outbound call, sampled flag included) and the task-local trace context PatAuth and AgentCheck run their validators in, which `GrpcAuthClient` sends as gRPC metadata; a `TraceParent` in the request extensions (a tracing layer's own span) takes precedence over the bare trace id |
 //! | [`store`] | [`store::StoreError`] and [`store::StoreFuture`], shared by the stores; `RedisPool` (feature `redis`), one pool for every Redis store |
 //!
 //! # Features
