@@ -132,7 +132,7 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
         .ok_or_else(invalid)?;
     let (number, unit) = value.split_at(split);
     let number: f64 = number.parse().map_err(|_| invalid())?;
-    let nanos_per_unit = match unit.trim() {
+    let nanos_per_unit = match unit {
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "50", "ms", "-1s", "1x", "1..2s", "s1"] {
+        for bad in ["", "50", "ms", "-1s", "1x", "1..2s", "s1", "2 s"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
     }

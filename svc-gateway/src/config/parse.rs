@@ -2,30 +2,19 @@
 
 use std::time::Duration;
 
-/// A duration written as a number and a unit: `50ms`, `2s`, `1.5s`, `5m`, `1h`.
+use svc_auth_server::config::vars::{parse_bool, parse_duration, parse_positive};
+
+/// A duration written as a number and a unit (`50ms`, `2s`, `1.5s`, `5m`, `1h`; the parser
+/// every svc binary uses), more than zero and at most a day.
 ///
 /// A bare number is refused: `50` could mean milliseconds or seconds, and a deadline off by a
 /// factor of a thousand is worse than a refusal to start.
 pub(crate) fn duration(value: &str) -> Result<Duration, String> {
-    let value = value.trim();
-    let split = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{value:?} has no unit (use ms, s, m or h, e.g. 50ms or 2s)"))?;
-    let (number, unit) = value.split_at(split);
-    let number: f64 = number
-        .parse()
-        .map_err(|_| format!("{value:?} is not a duration (e.g. 50ms or 2s)"))?;
-    let seconds = match unit {
-        "ms" => number / 1000.0,
-        "s" => number,
-        "m" => number * 60.0,
-        "h" => number * 3600.0,
-        _ => return Err(format!("{value:?} has an unknown unit (use ms, s, m or h)")),
-    };
-    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+    let parsed = parse_duration(value.trim())?;
+    if parsed.is_zero() || parsed > Duration::from_secs(86_400) {
         return Err(format!("{value:?} must be more than 0 and at most 24h"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Ok(parsed)
 }
 
 /// A positive integer.
@@ -33,19 +22,12 @@ pub(crate) fn positive<T>(value: &str) -> Result<T, String>
 where
     T: std::str::FromStr + PartialOrd + Default,
 {
-    match value.trim().parse::<T>() {
-        Ok(n) if n > T::default() => Ok(n),
-        _ => Err(format!("{value:?} is not a positive integer")),
-    }
+    parse_positive(value.trim())
 }
 
-/// `true`/`false` (also `1`/`0`, `yes`/`no`), case-insensitive.
+/// `true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`), case-insensitive.
 pub(crate) fn boolean(value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err(format!("{value:?} is not a boolean (true or false)")),
-    }
+    parse_bool(value.trim())
 }
 
 /// A `host:port` pair; the host may be a name, an IPv4 address or a bracketed IPv6 address.
