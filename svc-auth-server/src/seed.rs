@@ -19,13 +19,16 @@ use crate::store::{
 };
 use crate::verify::{HashError, Hasher};
 
-/// The admin token's permissions: token management and chat.
+/// The admin token's permissions: token management, usage, chat and embeddings.
 pub const ADMIN_PERMISSIONS: Permissions = Permissions::TOKEN_CREATE
     .union(Permissions::TOKEN_REVOKE)
     .union(Permissions::TOKEN_LIST)
-    .union(Permissions::CHAT_COMPLETIONS);
-/// The chat token's permissions.
-pub const CHAT_PERMISSIONS: Permissions = Permissions::CHAT_COMPLETIONS;
+    .union(Permissions::USAGE_READ)
+    .union(Permissions::CHAT_COMPLETIONS)
+    .union(Permissions::EMBEDDINGS);
+/// The chat token's permissions: chat-like routes and embeddings.
+pub const CHAT_PERMISSIONS: Permissions =
+    Permissions::CHAT_COMPLETIONS.union(Permissions::EMBEDDINGS);
 
 /// What to create.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -265,6 +268,6 @@ mod tests {
     #[test]
     fn admin_holds_management_and_chat() {
         assert!(ADMIN_PERMISSIONS.contains(Permissions::ALL_KNOWN));
-        assert_eq!(CHAT_PERMISSIONS.bits(), 1);
+        assert_eq!(CHAT_PERMISSIONS.bits(), 1 | 1 << 4);
     }
 }

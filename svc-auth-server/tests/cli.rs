@@ -181,11 +181,11 @@ async fn migrate_then_seed_prints_working_tokens() {
     let admin = validate(&mut client, output["admin_token"].as_str().unwrap())
         .await
         .unwrap();
-    assert_eq!(admin.permissions, 0b1111);
+    assert_eq!(admin.permissions, 0b11_1111);
     let chat = validate(&mut client, output["chat_token"].as_str().unwrap())
         .await
         .unwrap();
-    assert_eq!(chat.permissions, 0b0001);
+    assert_eq!(chat.permissions, 0b01_0001);
     assert_eq!(chat.org_id, org_id.to_string());
 
     // Default: one active agent.

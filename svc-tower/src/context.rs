@@ -16,7 +16,7 @@ use uuid::Uuid;
 pub struct Permissions(i64);
 
 impl Permissions {
-    /// `POST /v1/chat/completions` and its alias.
+    /// Chat-like routes: `POST /v1/chat/completions`, `/v1/responses`, `/v1/messages`.
     pub const CHAT_COMPLETIONS: Permissions = Permissions(1 << 0);
     /// `CreateToken`.
     pub const TOKEN_CREATE: Permissions = Permissions(1 << 1);
@@ -24,10 +24,14 @@ impl Permissions {
     pub const TOKEN_REVOKE: Permissions = Permissions(1 << 2);
     /// `ListTokens`.
     pub const TOKEN_LIST: Permissions = Permissions(1 << 3);
+    /// `POST /v1/embeddings`.
+    pub const EMBEDDINGS: Permissions = Permissions(1 << 4);
+    /// `GetUsage`.
+    pub const USAGE_READ: Permissions = Permissions(1 << 5);
     /// No permission at all.
     pub const NONE: Permissions = Permissions(0);
     /// Every permission this version knows.
-    pub const ALL_KNOWN: Permissions = Permissions(0b1111);
+    pub const ALL_KNOWN: Permissions = Permissions(0b11_1111);
 
     /// The bitmap as it travels on the wire.
     pub const fn from_bits(bits: i64) -> Permissions {
