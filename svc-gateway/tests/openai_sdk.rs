@@ -32,7 +32,7 @@ use svc_auth_server::{RunningServer, Server};
 use svc_gateway::Gateway;
 use svc_gateway::provider::mock::{MOCK_REPLY, MockProvider};
 use svc_gateway::provider::{CallInfo, Provider, ProviderError, ProviderReply, Registry};
-use svc_gateway::validate::ChatRequest;
+use svc_gateway::request::ApiRequest;
 use svc_testkit::TestDb;
 use tokio::sync::Notify;
 
@@ -64,7 +64,7 @@ impl Provider for Holding {
 
     fn complete<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
         Box::pin(async move {
