@@ -14,6 +14,7 @@ use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::error::ErrorCode;
 use svc_tower::health::Readiness;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
@@ -199,6 +200,8 @@ impl Gateway {
             // A claim must outlive the slowest provider call, or a retry would run it twice.
             .pending_ttl(self.config.provider.timeout + PENDING_TTL_MARGIN)
             .metrics(self.metrics.clone())
+            // An answer cut off mid-body came from a failing provider.
+            .broken_body_error(ErrorCode::ProviderUnavailable)
             // A route and its alias are one route: a retry through the alias replays.
             .route_fn(|parts| match Endpoint::from_path(parts.uri.path()) {
                 Some(endpoint) => endpoint.route().to_owned(),
