@@ -30,6 +30,7 @@ use tower::util::BoxCloneSyncService;
 
 use crate::config::Config;
 use crate::forward::Forward;
+use crate::http_metrics::HttpMetrics;
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::request::Endpoint;
@@ -74,6 +75,7 @@ pub struct Gateway {
     sessions: Option<SessionStore>,
     metrics: ProxyMetrics,
     tokens: TokenMetrics,
+    http_metrics: HttpMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
     rate_limit: Option<Arc<dyn RateLimitStore>>,
@@ -117,6 +119,8 @@ impl Gateway {
         metrics.register(&mut prometheus);
         let tokens = TokenMetrics::default();
         tokens.register(&mut prometheus);
+        let http_metrics = HttpMetrics::new(metrics.clone());
+        http_metrics.register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
         process_up.set(1);
         prometheus.register(
@@ -133,6 +137,7 @@ impl Gateway {
             sessions,
             metrics,
             tokens,
+            http_metrics,
             prometheus: Arc::new(prometheus),
             readiness,
             rate_limit: None,
@@ -334,9 +339,10 @@ impl Gateway {
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
-                    // Counts final statuses by route template, rejections included.
+                    // Counts final statuses by route template, rejections included, and the
+                    // gateway's own cost of each provider call.
                     .layer(axum::middleware::from_fn_with_state(
-                        self.metrics.clone(),
+                        self.http_metrics.clone(),
                         crate::http_metrics::record,
                     )),
             )
