@@ -118,16 +118,15 @@ impl Store for PgStore {
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
         self.timer
             .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                let row: Option<AgentRow> = sqlx::query_as(&format!(
-                    "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = $1 AND agent_id = $2"
-                ))
-                .bind(org_id)
-                .bind(agent_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
+                // One round trip: the function sets the org for its own statement, so row-level
+                // security applies as in an org-scoped transaction (see the migration).
+                let row: Option<AgentRow> =
+                    sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agent_in_org($1, $2)"))
+                        .bind(org_id)
+                        .bind(agent_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(map_error)?;
                 row.map(Agent::try_from).transpose()
             })
             .await

@@ -322,3 +322,55 @@ async fn a_tenant_transaction_sees_its_org_only_and_leaves_nothing_on_the_connec
         .unwrap();
     assert_eq!(setting.unwrap_or_default(), "");
 }
+
+#[tokio::test]
+async fn the_agent_lookup_is_one_statement_under_the_policies_and_leaves_nothing_behind() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 1);
+    let (a, b) = two_orgs(&store).await;
+    let agent_of = |org: Uuid| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, Uuid>("SELECT agent_id FROM agents")
+                .fetch_all(&mut *pool::begin_tenant(&pool, org).await.unwrap())
+                .await
+                .unwrap()[0]
+        }
+    };
+    let (agent_a, agent_b) = (agent_of(a).await, agent_of(b).await);
+    let found = store.agent(a, agent_a).await.unwrap().expect("own agent");
+    assert_eq!((found.org_id, found.agent_id), (a, agent_a));
+    assert!(
+        store.agent(a, agent_b).await.unwrap().is_none(),
+        "another org's agent"
+    );
+
+    // The function reads as its caller: with the org setting pointing elsewhere, the policies
+    // hide even a row the WHERE clause would match.
+    let hidden: Option<Uuid> = sqlx::query_scalar(
+        "SELECT a.agent_id FROM (SELECT set_config('svc.org_id', $1, true)) AS s, \
+         LATERAL (SELECT agent_id FROM agents WHERE agent_id = $2) AS a",
+    )
+    .bind(b.to_string())
+    .bind(agent_a)
+    .fetch_optional(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(hidden, None);
+    let definer: bool =
+        sqlx::query_scalar("SELECT prosecdef FROM pg_proc WHERE proname = 'agent_in_org'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(!definer, "agent_in_org must run as its caller, under RLS");
+
+    let setting: Option<String> = sqlx::query_scalar("SELECT current_setting('svc.org_id', true)")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        setting.unwrap_or_default(),
+        "",
+        "the setting ends with the statement"
+    );
+}
