@@ -17,6 +17,29 @@ use uuid::Uuid;
 
 const PER_PRIMARY: usize = 10;
 const WITHIN: Duration = Duration::from_secs(10);
+/// Orgs whose requests may meet a store failure (the layers' budgets are 25 and 50 ms, and a
+/// starved test machine can miss them); every other org must see the exact outcome.
+const FAILED_OPEN_AT_MOST: usize = 3;
+
+/// Store operations both gateways failed open so far, from their `/metrics`.
+async fn store_failures(http: &support::HttpClient, gateways: &[svc_gateway::Running; 2]) -> u64 {
+    let mut total = 0;
+    for gateway in gateways {
+        let reply = send(
+            http,
+            http::Request::get(format!("{}/metrics", gateway.url()))
+                .body(Default::default())
+                .unwrap(),
+        )
+        .await;
+        total += String::from_utf8_lossy(&reply.body)
+            .lines()
+            .filter(|line| line.starts_with("svc_proxy_store_failures_total{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    total
+}
 
 /// Orgs seeded with ids chosen so that each primary serves `PER_PRIMARY` of them.
 async fn orgs_on_every_primary(stack: &Stack, cluster: &RedisCluster) -> Vec<SeedOutput> {
@@ -99,19 +122,35 @@ async fn the_org_limit_holds_for_orgs_on_every_primary() {
     let cluster = RedisCluster::shared();
     let stack = Stack::start(Script::Json(200, completion("ok"), vec![])).await;
     let orgs = orgs_on_every_primary(&stack, cluster).await;
-    let [a, b] = gateways(&stack, cluster, &[("SVC_RATE_LIMIT_RPM", "2")]).await;
+    let pair = gateways(&stack, cluster, &[("SVC_RATE_LIMIT_RPM", "2")]).await;
+    let [a, b] = &pair;
     let http = client();
 
+    let mut failed_open = Vec::new();
+    let mut passed = 0;
     for org in &orgs {
+        let failures = store_failures(&http, &pair).await;
         let mut statuses = Vec::new();
-        for gateway in [&a, &b, &a, &b] {
+        for gateway in [a, b, a, b] {
             statuses.push(send(&http, chat(gateway, org, None)).await.status.as_u16());
+        }
+        passed += statuses.iter().filter(|s| **s == 200).count();
+        if store_failures(&http, &pair).await > failures {
+            failed_open.push((org.org_id, statuses));
+            continue;
         }
         assert_eq!(statuses, [200, 200, 429, 429], "org {}", org.org_id);
     }
+    if !failed_open.is_empty() {
+        eprintln!("failed open (store failures counted): {failed_open:?}");
+    }
+    assert!(
+        failed_open.len() <= FAILED_OPEN_AT_MOST,
+        "store failures for {failed_open:?}"
+    );
     assert_eq!(
         stack.upstream.seen().len(),
-        orgs.len() * 2,
+        passed,
         "refused requests never reach the provider"
     );
 }
@@ -121,31 +160,52 @@ async fn idempotency_holds_for_orgs_on_every_primary() {
     let cluster = RedisCluster::shared();
     let stack = Stack::start(Script::Json(200, completion("once"), vec![])).await;
     let orgs = orgs_on_every_primary(&stack, cluster).await;
-    let [a, b] = gateways(&stack, cluster, &[]).await;
+    let pair = gateways(&stack, cluster, &[]).await;
+    let [a, b] = &pair;
     let http = client();
 
     // The same key in every org: keys are per org, so each org calls the provider once.
+    let mut failed_open = Vec::new();
     for org in &orgs {
+        let failures = store_failures(&http, &pair).await;
+        let calls = stack.upstream.seen().len();
         let (first, second) = tokio::join!(
-            send(&http, chat(&a, org, Some("order-1"))),
-            send(&http, chat(&b, org, Some("order-1")))
+            send(&http, chat(a, org, Some("order-1"))),
+            send(&http, chat(b, org, Some("order-1")))
         );
         let mut statuses = [first.status.as_u16(), second.status.as_u16()];
         statuses.sort_unstable();
+        let mut replayed = Vec::new();
+        for gateway in [a, b] {
+            let replay = send(&http, chat(gateway, org, Some("order-1"))).await;
+            replayed.push((
+                replay.status.as_u16(),
+                replay.header("idempotent-replayed").map(str::to_owned),
+            ));
+        }
+        let calls = stack.upstream.seen().len() - calls;
+        if store_failures(&http, &pair).await > failures {
+            failed_open.push((org.org_id, statuses, calls));
+            continue;
+        }
         assert!(
             statuses == [200, 200] || statuses == [200, 409],
             "org {}: {statuses:?}",
             org.org_id
         );
-        for gateway in [&a, &b] {
-            let replay = send(&http, chat(gateway, org, Some("order-1"))).await;
-            assert_eq!(replay.status, 200, "org {}", org.org_id);
-            assert_eq!(replay.header("idempotent-replayed"), Some("true"));
-        }
+        let replay = (200, Some("true".to_owned()));
+        assert_eq!(replayed, [replay.clone(), replay], "org {}", org.org_id);
+        assert_eq!(
+            calls, 1,
+            "org {}: one provider call across both gateways",
+            org.org_id
+        );
     }
-    assert_eq!(
-        stack.upstream.seen().len(),
-        orgs.len(),
-        "one provider call per org and key, across both gateways"
+    if !failed_open.is_empty() {
+        eprintln!("failed open (store failures counted): {failed_open:?}");
+    }
+    assert!(
+        failed_open.len() <= FAILED_OPEN_AT_MOST,
+        "store failures for {failed_open:?}"
     );
 }
