@@ -22,7 +22,7 @@ const WITHIN: Duration = Duration::from_secs(10);
 const FAILED_OPEN_AT_MOST: usize = 3;
 
 /// Store operations both gateways failed open so far, from their `/metrics`.
-async fn store_failures(http: &support::HttpClient, gateways: &[svc_gateway::Running; 2]) -> u64 {
+async fn store_failures(http: &support::HttpClient, gateways: &[&svc_gateway::Running]) -> u64 {
     let mut total = 0;
     for gateway in gateways {
         let reply = send(
@@ -69,36 +69,37 @@ async fn orgs_on_every_primary(stack: &Stack, cluster: &RedisCluster) -> Vec<See
     orgs
 }
 
-/// Two gateways on the cluster, answering /ready (so both have found it).
+async fn is_ready(http: &support::HttpClient, gateway: &svc_gateway::Running) -> bool {
+    let request = http::Request::get(format!("{}/ready", gateway.url()))
+        .body(Default::default())
+        .unwrap();
+    send(http, request).await.status == 200
+}
+
+/// A gateway with `REDIS_URL` set to `url`, once it answers /ready (so it has found Redis).
+async fn ready_gateway(stack: &Stack, url: &str, extra: &[(&str, &str)]) -> svc_gateway::Running {
+    let mut vars = vec![("REDIS_URL", url)];
+    vars.extend_from_slice(extra);
+    let gateway = stack.gateway(&vars).await;
+    let http = client();
+    assert!(
+        svc_testkit::eventually(WITHIN, || is_ready(&http, &gateway)).await,
+        "a gateway on the cluster becomes ready"
+    );
+    gateway
+}
+
+/// Two gateways on the cluster: one names every node, the other a single one.
 async fn gateways(
     stack: &Stack,
     cluster: &RedisCluster,
     extra: &[(&str, &str)],
 ) -> [svc_gateway::Running; 2] {
-    let every_node = cluster.url();
     let one_node = format!("redis://{}", cluster.nodes()[4]);
-    let mut started = Vec::new();
-    for url in [&every_node, &one_node] {
-        let mut vars = vec![("REDIS_URL", url.as_str())];
-        vars.extend_from_slice(extra);
-        let gateway = stack.gateway(&vars).await;
-        let http = client();
-        let ready = svc_testkit::eventually(WITHIN, || async {
-            let reply = send(
-                &http,
-                http::Request::get(format!("{}/ready", gateway.url()))
-                    .body(Default::default())
-                    .unwrap(),
-            )
-            .await;
-            reply.status == 200
-        })
-        .await;
-        assert!(ready, "a gateway on the cluster becomes ready");
-        started.push(gateway);
-    }
-    let [a, b]: [_; 2] = started.try_into().ok().expect("two gateways");
-    [a, b]
+    [
+        ready_gateway(stack, &cluster.url(), extra).await,
+        ready_gateway(stack, &one_node, extra).await,
+    ]
 }
 
 fn chat(
@@ -106,9 +107,15 @@ fn chat(
     org: &SeedOutput,
     key: Option<&str>,
 ) -> http::Request<http_body_util::Full<bytes::Bytes>> {
+    let active_agent = org
+        .agents
+        .iter()
+        .find(|agent| agent.status == "active")
+        .map(|agent| agent.agent_id)
+        .expect("an active agent");
     let mut request = http::Request::post(format!("{}/v1/chat/completions", gateway.url()))
         .header("authorization", format!("Bearer {}", org.chat_token))
-        .header("x-svc-agent-id", org.agents[0].agent_id.to_string())
+        .header("x-svc-agent-id", active_agent.to_string())
         .header("content-type", "application/json");
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
@@ -129,13 +136,13 @@ async fn the_org_limit_holds_for_orgs_on_every_primary() {
     let mut failed_open = Vec::new();
     let mut passed = 0;
     for org in &orgs {
-        let failures = store_failures(&http, &pair).await;
+        let failures = store_failures(&http, &[a, b]).await;
         let mut statuses = Vec::new();
         for gateway in [a, b, a, b] {
             statuses.push(send(&http, chat(gateway, org, None)).await.status.as_u16());
         }
         passed += statuses.iter().filter(|s| **s == 200).count();
-        if store_failures(&http, &pair).await > failures {
+        if store_failures(&http, &[a, b]).await > failures {
             failed_open.push((org.org_id, statuses));
             continue;
         }
@@ -167,7 +174,7 @@ async fn idempotency_holds_for_orgs_on_every_primary() {
     // The same key in every org: keys are per org, so each org calls the provider once.
     let mut failed_open = Vec::new();
     for org in &orgs {
-        let failures = store_failures(&http, &pair).await;
+        let failures = store_failures(&http, &[a, b]).await;
         let calls = stack.upstream.seen().len();
         let (first, second) = tokio::join!(
             send(&http, chat(a, org, Some("order-1"))),
@@ -184,7 +191,7 @@ async fn idempotency_holds_for_orgs_on_every_primary() {
             ));
         }
         let calls = stack.upstream.seen().len() - calls;
-        if store_failures(&http, &pair).await > failures {
+        if store_failures(&http, &[a, b]).await > failures {
             failed_open.push((org.org_id, statuses, calls));
             continue;
         }
@@ -208,4 +215,46 @@ async fn idempotency_holds_for_orgs_on_every_primary() {
         failed_open.len() <= FAILED_OPEN_AT_MOST,
         "store failures for {failed_open:?}"
     );
+}
+
+#[tokio::test]
+async fn a_gateway_started_before_the_cluster_answers_fails_open_then_limits() {
+    let cluster = RedisCluster::shared();
+    let stack = Stack::start(Script::Json(200, completion("ok"), vec![])).await;
+    // Only the first dial goes through the proxy: the slot map names the nodes themselves.
+    let proxy = svc_testkit::FaultProxy::start(cluster.nodes()[2]).await;
+    proxy.cut();
+    let url = format!("redis://{}", proxy.addr());
+    let gateway = stack
+        .gateway(&[("REDIS_URL", &url), ("SVC_RATE_LIMIT_RPM", "2")])
+        .await;
+    let http = client();
+    assert!(
+        !is_ready(&http, &gateway).await,
+        "not ready while Redis is unreachable"
+    );
+    for _ in 0..3 {
+        let reply = send(&http, chat(&gateway, &stack.seed, None)).await;
+        assert_eq!(reply.status, 200, "fails open");
+    }
+    assert!(
+        store_failures(&http, &[&gateway]).await >= 3,
+        "and counts it"
+    );
+
+    proxy.restore();
+    assert!(
+        svc_testkit::eventually(WITHIN, || is_ready(&http, &gateway)).await,
+        "ready once the cluster answers"
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(
+            send(&http, chat(&gateway, &stack.seed, None))
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    assert_eq!(statuses, [200, 200, 429]);
 }
