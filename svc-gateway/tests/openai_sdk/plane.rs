@@ -1,0 +1,37 @@
+//! The identity plane the client tests run against: the real auth server on a fresh
+//! database, seeded with one org and an agent in every status.
+
+use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
+use svc_auth_server::store::AgentStatus;
+use svc_auth_server::store::postgres::PoolSettings;
+use svc_auth_server::{RunningServer, Server};
+use svc_testkit::TestDb;
+
+/// The auth server on a fresh database, and what the seed made.
+pub(crate) async fn auth_plane() -> (TestDb, RunningServer, SeedOutput) {
+    let db = TestDb::create().await;
+    svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
+        .await
+        .expect("migrate");
+    let config = svc_auth_server::Config::local(db.url());
+    let auth = Server::start(config.clone())
+        .await
+        .expect("auth server starts");
+    let options = SeedOptions {
+        org_id: None,
+        agent_statuses: AgentStatus::ALL.to_vec(),
+    };
+    let seed = seed::run_with_config(&config, &options)
+        .await
+        .expect("seed");
+    (db, auth, seed)
+}
+
+/// The id of the seeded agent in `status`.
+pub(crate) fn agent(seed: &SeedOutput, status: &str) -> String {
+    seed.agents
+        .iter()
+        .find(|a| a.status == status)
+        .map(|a| a.agent_id.to_string())
+        .expect("seeded agent")
+}
