@@ -51,14 +51,7 @@ async fn sdk() -> Option<std::path::PathBuf> {
 async fn run(vars: &[(&str, &str)], model: &str, embedding_model: &str) -> Option<(Value, String)> {
     let python = sdk().await?;
     let (_db, auth, seed) = plane::auth_plane().await;
-    let redis = svc_testkit::redis_url();
-    let prefix = svc_testkit::redis_prefix();
-    let mut all = vec![
-        ("REDIS_URL", redis.as_str()),
-        ("SVC_REDIS_KEY_PREFIX", &prefix),
-    ];
-    all.extend_from_slice(vars);
-    let gateway = support::start(support::config(auth.grpc_addr, &all)).await;
+    let gateway = plane::gateway(auth.grpc_addr, vars).await;
     let config = json!({
         "base_url": format!("{}/v1", gateway.url()),
         "token": seed.chat_token,

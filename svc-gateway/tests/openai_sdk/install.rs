@@ -2,6 +2,8 @@
 //! prefix), and run with a deadline. A tool that cannot be had (no interpreter, no registry)
 //! is a reason to skip, returned as `Err`; anything else going wrong fails the test.
 
+#![allow(dead_code)]
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,6 +14,9 @@ use svc_testkit::TempDir;
 
 /// Why a client test cannot run here; printed, and the test passes.
 pub(crate) type Skip = String;
+
+/// Bounds one install step (a virtualenv, a `pip install`, an `npm install`).
+const INSTALL_DEADLINE: Duration = Duration::from_secs(300);
 
 /// What pip and npm print when the registry cannot be reached.
 const NETWORK_SIGNS: [&str; 14] = [
@@ -87,17 +92,34 @@ pub(crate) fn once(
     Ok(dir)
 }
 
-/// Runs an install step: `Err` when it failed for want of the registry, a panic otherwise.
+/// Runs an install step within [`INSTALL_DEADLINE`]: `Err` when it failed for want of the
+/// registry (or ran out of time waiting for it), a panic otherwise.
 pub(crate) fn install_step(command: &mut Command, what: &str) -> Result<(), Skip> {
-    let output = command
+    let dir = TempDir::create();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut child = command
         .stdin(Stdio::null())
-        .output()
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    if output.status.success() {
+    let until = Instant::now() + INSTALL_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the install step") {
+            break status;
+        }
+        if Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} did not finish in {INSTALL_DEADLINE:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     if NETWORK_SIGNS
         .iter()
         .any(|sign| stderr.contains(sign) || stdout.contains(sign))
@@ -105,7 +127,7 @@ pub(crate) fn install_step(command: &mut Command, what: &str) -> Result<(), Skip
         let line = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
         return Err(format!("{what} cannot reach the registry ({line})"));
     }
-    panic!("{what} failed: {stderr}{stdout}");
+    panic!("{what} failed ({status}): {stderr}{stdout}");
 }
 
 /// A virtualenv `target/<name>` with `packages`, ready when `probe` (Python code) runs in it.
@@ -135,10 +157,21 @@ pub(crate) fn python_in(dir: &Path) -> PathBuf {
     dir.join("bin").join("python")
 }
 
-/// Runs `program args… CONFIG.json` with `config` in that file, bounded by `deadline`;
-/// returns what it printed on stdout as JSON. The client libraries read `OPENAI_*` (base URL,
-/// org, project) and proxies from the environment: the script must talk to the gateway with
-/// exactly what it configures, so those are removed.
+/// Removes what client libraries read from the environment (`OPENAI_*`: base URL, org,
+/// project; proxies): a client must talk to the gateway with exactly what it is given.
+pub(crate) fn scrub_env(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy().to_ascii_uppercase();
+        if name.starts_with("OPENAI_") || name.ends_with("_PROXY") {
+            command
+                .env_remove(&name)
+                .env_remove(name.to_ascii_lowercase());
+        }
+    }
+}
+
+/// Runs `program args… CONFIG.json` with `config` in that file and a scrubbed environment
+/// ([`scrub_env`]), bounded by `deadline`; returns what it printed on stdout as JSON.
 pub(crate) async fn run_json<S: AsRef<OsStr>>(
     program: &Path,
     args: &[S],
@@ -157,14 +190,7 @@ pub(crate) async fn run_json<S: AsRef<OsStr>>(
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).unwrap())
         .stderr(std::fs::File::create(&stderr_path).unwrap());
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().to_ascii_uppercase();
-        if name.starts_with("OPENAI_") || name.ends_with("_PROXY") {
-            command
-                .env_remove(&name)
-                .env_remove(name.to_ascii_lowercase());
-        }
-    }
+    scrub_env(&mut command);
     let stderr = wait(command, deadline, &stderr_path).await;
     let stdout = std::fs::read_to_string(&stdout_path).unwrap();
     serde_json::from_str(&stdout)
@@ -172,9 +198,9 @@ pub(crate) async fn run_json<S: AsRef<OsStr>>(
 }
 
 /// Spawns `command` and polls it to its end within `deadline` (polled, not awaited in a
-/// blocking call: the gateway answers on this same runtime); returns its stderr, whose file
-/// is `stderr_path`, and panics unless it exited 0.
-pub(crate) async fn wait(mut command: Command, deadline: Duration, stderr_path: &Path) -> String {
+/// blocking call: the gateway answers on this same runtime); returns what it wrote to
+/// `log_path` (its stderr, or all it printed), and panics with that unless it exited 0.
+pub(crate) async fn wait(mut command: Command, deadline: Duration, log_path: &Path) -> String {
     let program = command.get_program().to_string_lossy().into_owned();
     let mut child = command
         .spawn()
@@ -189,12 +215,12 @@ pub(crate) async fn wait(mut command: Command, deadline: Duration, stderr_path: 
             let _ = child.wait();
             panic!(
                 "{program} did not finish in {deadline:?}: {}",
-                std::fs::read_to_string(stderr_path).unwrap_or_default()
+                std::fs::read_to_string(log_path).unwrap_or_default()
             );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let stderr = std::fs::read_to_string(stderr_path).unwrap_or_default();
-    assert!(status.success(), "{program} failed ({status}): {stderr}");
-    stderr
+    let log = std::fs::read_to_string(log_path).unwrap_or_default();
+    assert!(status.success(), "{program} failed ({status}): {log}");
+    log
 }

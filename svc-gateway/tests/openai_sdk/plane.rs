@@ -1,6 +1,10 @@
 //! The identity plane the client tests run against: the real auth server on a fresh
 //! database, seeded with one org and an agent in every status.
 
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+
 use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
 use svc_auth_server::store::AgentStatus;
 use svc_auth_server::store::postgres::PoolSettings;
@@ -34,4 +38,17 @@ pub(crate) fn agent(seed: &SeedOutput, status: &str) -> String {
         .find(|a| a.status == status)
         .map(|a| a.agent_id.to_string())
         .expect("seeded agent")
+}
+
+/// A gateway in process in front of the auth server at `auth`, with the shared Redis under a
+/// random key prefix and `vars` on top.
+pub(crate) async fn gateway(auth: SocketAddr, vars: &[(&str, &str)]) -> svc_gateway::Running {
+    let redis = svc_testkit::redis_url();
+    let prefix = svc_testkit::redis_prefix();
+    let mut all = vec![
+        ("REDIS_URL", redis.as_str()),
+        ("SVC_REDIS_KEY_PREFIX", &prefix),
+    ];
+    all.extend_from_slice(vars);
+    super::support::start(super::support::config(auth, &all)).await
 }
