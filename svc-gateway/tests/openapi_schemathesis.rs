@@ -56,11 +56,7 @@ fn operations() -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_nothing_the_document_does_not_describe() {
     let venv = tokio::task::spawn_blocking(|| {
-        install::venv(
-            "schemathesis-venv",
-            &["schemathesis"],
-            "import schemathesis",
-        )
+        install::venv("schemathesis-venv", &["schemathesis"], CLI_PROBE)
     })
     .await
     .unwrap();
