@@ -120,12 +120,12 @@ pub(crate) fn install_step(command: &mut Command, what: &str) -> Result<(), Skip
     }
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
-    if NETWORK_SIGNS
-        .iter()
-        .any(|sign| stderr.contains(sign) || stdout.contains(sign))
-    {
-        let line = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-        return Err(format!("{what} cannot reach the registry ({line})"));
+    let network = stderr
+        .lines()
+        .chain(stdout.lines())
+        .find(|line| NETWORK_SIGNS.iter().any(|sign| line.contains(sign)));
+    if let Some(line) = network {
+        return Err(format!("{what} cannot reach the registry: {}", line.trim()));
     }
     panic!("{what} failed ({status}): {stderr}{stdout}");
 }
