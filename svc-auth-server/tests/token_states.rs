@@ -20,7 +20,10 @@ async fn a_seeded_token_validates_with_its_identity() {
     let mut h = start().await;
     let token = validate(&mut h.client, &h.seed.chat_token).await.unwrap();
     assert_eq!(token.org_id, h.seed.org_id.to_string());
-    assert_eq!(token.permissions, 1);
+    assert_eq!(
+        token.permissions,
+        svc_auth_server::seed::CHAT_PERMISSIONS.bits()
+    );
     assert_eq!(token.user_id, Some(h.seed.user_id.to_string()));
     assert_eq!(
         token.token_id,
