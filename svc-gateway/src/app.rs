@@ -1,16 +1,18 @@
 //! The gateway assembled: dependencies built from the configuration, then the route table and
 //! the layer stack around it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
 use svc_tower::agent::AgentCheckLayer;
-use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
+use svc_tower::auth::{AuthFailureLimit, GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
@@ -219,10 +221,27 @@ impl Gateway {
         BoxCloneSyncService::new(service)
     }
 
+    /// Rejected tokens per client address, shared by every protected route; `None` when
+    /// `SVC_AUTH_FAILURES_PER_MINUTE=0`. Forged tokens are free to make (the checksum is
+    /// public) and each would cost the auth service a database read.
+    fn auth_failure_limit(&self) -> Option<AuthFailureLimit> {
+        let per_minute = self.config.auth_failures_per_minute;
+        let limit = AuthFailureLimit::per_minute(per_minute)
+            .socket_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0));
+        let limit = match &self.config.trusted_proxy_header {
+            Some(header) => limit.trusted_header(header.clone()),
+            None => limit,
+        };
+        (per_minute > 0).then_some(limit)
+    }
+
     /// The route table inside the layer stack.
     pub fn router(&self) -> Router {
         let config = &self.config;
-        let pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        let mut pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        if let Some(limit) = self.auth_failure_limit() {
+            pat_auth = pat_auth.failure_limit(limit);
+        }
         let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());

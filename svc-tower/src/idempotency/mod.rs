@@ -111,7 +111,7 @@ pub use layer::{
     DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
     Idempotency, IdempotencyLayer, MAX_KEY_CHARS, STORED_HEADERS,
 };
-pub use memory::MemoryIdempotencyStore;
+pub use memory::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_ENTRIES, MemoryIdempotencyStore};
 #[cfg(feature = "redis")]
 pub use redis::RedisIdempotencyStore;
 pub use respond::IdempotencyOutcome;

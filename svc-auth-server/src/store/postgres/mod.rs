@@ -238,8 +238,8 @@ impl Store for PgStore {
                 check_token_references(&mut *tx, org_id, &token).await?;
                 let row: TokenRow = sqlx::query_as(&format!(
                     "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
-                                     secret_hash, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {TOKEN_COLUMNS}"
+                                     secret_hash, expires_at, issuer_token_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {TOKEN_COLUMNS}"
                 ))
                 .bind(token.token_id)
                 .bind(org_id)
@@ -249,6 +249,7 @@ impl Store for PgStore {
                 .bind(&token.name)
                 .bind(&token.secret_hash)
                 .bind(token.expires_at)
+                .bind(token.issuer_token_id)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_insert_error(e, "token"))?;

@@ -32,6 +32,20 @@ async fn postgres_passes_the_store_suite() {
 }
 
 /// Two orgs, each with an agent and a token.
+/// An unbound chat token with a placeholder hash, issued by `issuer`.
+fn chat_token(issuer_token_id: Option<Uuid>) -> NewToken {
+    NewToken {
+        token_id: Uuid::new_v4(),
+        user_id: None,
+        agent_id: None,
+        permissions: Permissions::CHAT_COMPLETIONS,
+        name: None,
+        secret_hash: "$argon2id$placeholder".into(),
+        expires_at: None,
+        issuer_token_id,
+    }
+}
+
 async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     for org in [a, b] {
@@ -58,21 +72,7 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
             )
             .await
             .unwrap();
-        store
-            .create_token(
-                org,
-                NewToken {
-                    token_id: Uuid::new_v4(),
-                    user_id: None,
-                    agent_id: None,
-                    permissions: Permissions::CHAT_COMPLETIONS,
-                    name: None,
-                    secret_hash: "$argon2id$placeholder".into(),
-                    expires_at: None,
-                },
-            )
-            .await
-            .unwrap();
+        store.create_token(org, chat_token(None)).await.unwrap();
     }
     (a, b)
 }
@@ -373,4 +373,24 @@ async fn the_agent_lookup_is_one_statement_under_the_policies_and_leaves_nothing
         "",
         "the setting ends with the statement"
     );
+}
+
+#[tokio::test]
+async fn an_issuer_must_be_a_token_of_the_same_org() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 2);
+    let (a, b) = two_orgs(&store).await;
+    let token_of = |org| {
+        let store = store.clone();
+        async move { store.list_tokens(org, None, 1).await.unwrap()[0].token_id }
+    };
+    let issuer_in_b = token_of(b).await;
+    let child = |issuer| chat_token(Some(issuer));
+    let error = store
+        .create_token(a, child(issuer_in_b))
+        .await
+        .expect_err("an issuer in another org");
+    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    let created = store.create_token(a, child(token_of(a).await)).await;
+    assert!(created.is_ok(), "{created:?}");
 }
