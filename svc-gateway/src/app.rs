@@ -116,6 +116,7 @@ impl Gateway {
         metrics.register(&mut prometheus);
         let tokens = TokenMetrics::default();
         tokens.register(&mut prometheus);
+        registry.metrics().register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
         process_up.set(1);
         prometheus.register(
@@ -139,7 +140,8 @@ impl Gateway {
         })
     }
 
-    /// Replaces the provider registry (tests point it at a fake upstream).
+    /// Replaces the provider registry (tests point it at a fake upstream). Its provider
+    /// metrics are not exported: the Prometheus registry was built with the first one.
     pub fn with_registry(mut self, registry: Registry) -> Gateway {
         self.registry = registry;
         self
@@ -196,8 +198,9 @@ impl Gateway {
     fn forward_service(&self) -> routes::ForwardService {
         let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone());
         let idempotency = IdempotencyLayer::new(self.idempotency_store())
-            // A claim must outlive the slowest provider call, or a retry would run it twice.
-            .pending_ttl(self.config.provider.timeout + PENDING_TTL_MARGIN)
+            // A claim must outlive the slowest chain of provider calls, or a retry would run
+            // it twice.
+            .pending_ttl(self.registry.chain_timeout() + PENDING_TTL_MARGIN)
             .metrics(self.metrics.clone())
             // A route and its alias are one route: a retry through the alias replays.
             .route_fn(|parts| match Endpoint::from_path(parts.uri.path()) {
@@ -262,6 +265,11 @@ impl Gateway {
             Endpoint::Embeddings,
             RequirePermissionLayer::new(Permissions::EMBEDDINGS),
         );
+        // Anthropic's Messages API generates like chat and needs the same permission.
+        let messages = provider_route(
+            Endpoint::Messages,
+            RequirePermissionLayer::chat_completions(),
+        );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
@@ -299,6 +307,7 @@ impl Gateway {
             (Endpoint::ChatCompletions, chat),
             (Endpoint::Responses, responses),
             (Endpoint::Embeddings, embeddings),
+            (Endpoint::Messages, messages),
         ] {
             router = router
                 .route(endpoint.route(), route.clone())

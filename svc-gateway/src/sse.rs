@@ -99,7 +99,7 @@ impl SseBody {
             if usage::mentions_usage(event) {
                 let payload = event_data(event);
                 if let Some(found) = usage::from_json(&payload) {
-                    self.usage = Some(found);
+                    self.usage = Some(usage::merged(self.usage.take(), found));
                     if self.strip_usage_chunk && usage::is_usage_only_chunk(&payload) {
                         dropped = true;
                         continue;
