@@ -15,10 +15,16 @@ use http::{HeaderValue, Uri};
 use http_body_util::Full;
 
 use super::live::BuildError;
+mod request;
+mod response;
+mod stream;
+
 use super::transport::HttpUpstream;
 use super::{CallInfo, Provider, ProviderError, ProviderReply};
 use crate::config::Secret;
 use crate::request::{ApiRequest, Endpoint};
+
+pub use request::DEFAULT_MAX_TOKENS;
 
 /// The Messages API version the gateway speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -97,8 +103,34 @@ impl AnthropicProvider {
     ) -> Result<ProviderReply, ProviderError> {
         match request.endpoint {
             Endpoint::Messages => self.send(request.raw.clone(), request.stream, call).await,
-            Endpoint::ChatCompletions | Endpoint::Embeddings | Endpoint::Responses => {
-                Err(ProviderError::NotConfigured)
+            Endpoint::ChatCompletions => self.chat(request, call).await,
+            // Neither has a Messages counterpart.
+            Endpoint::Embeddings | Endpoint::Responses => Err(ProviderError::NotConfigured),
+        }
+    }
+
+    /// A chat completion by translation, both ways.
+    async fn chat(
+        &self,
+        request: &ApiRequest,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        let body = Bytes::from(request::body(request)?.to_string());
+        let created = chrono::Utc::now().timestamp();
+        match self.send(body, request.stream, call).await? {
+            ProviderReply::Stream { status, events } => Ok(ProviderReply::Stream {
+                status,
+                events: stream::chunks(events, created),
+            }),
+            ProviderReply::Json { status, body } => {
+                let message: serde_json::Value =
+                    serde_json::from_slice(&body).map_err(|_| ProviderError::Unavailable {
+                        reason: "provider answered with a body that is not JSON",
+                    })?;
+                Ok(ProviderReply::Json {
+                    status,
+                    body: Bytes::from(response::completion(&message, created).to_string()),
+                })
             }
         }
     }
