@@ -2,6 +2,8 @@
 //! Messages validator (so a translated chat request must be a valid Messages request),
 //! answers what the mock provider answers (JSON, or named SSE events), records what it was
 //! sent and what it answered, and can be told to fail with a status instead.
+// Each test file that mounts it uses a part.
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
