@@ -3,6 +3,7 @@
 //! chat completions to a Claude model translated both ways, Anthropic errors in the envelope,
 //! the mock's Messages answers, and Messages validation at exact paths.
 
+mod registry;
 mod support;
 #[path = "anthropic/upstream.rs"]
 mod upstream;
@@ -45,12 +46,7 @@ targets = ["local"]
 "#,
         anthropic.base_url()
     );
-    let dir = TempDir::create();
-    let path = dir.path().join("providers.toml");
-    std::fs::write(&path, file).unwrap();
-    let path = path.to_str().unwrap().to_owned();
-    let env = Env::mock(&[("SVC_PROVIDERS_FILE", path.as_str()), (KEY_VAR, KEY)]).await;
-    (env, dir)
+    registry::gateway(&file, &[(KEY_VAR, KEY)]).await
 }
 
 async fn post(env: &Env, path: &str, body: &Value, extra: &[(&str, &str)]) -> Reply {

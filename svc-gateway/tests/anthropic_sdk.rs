@@ -9,6 +9,7 @@
 //! openai`, then reused). Without `python3` at all the test says so and passes.
 #![cfg(unix)]
 
+mod registry;
 mod support;
 #[path = "anthropic/upstream.rs"]
 mod upstream;
@@ -18,7 +19,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::Env;
 use svc_gateway::provider::mock::MOCK_REPLY;
 use svc_testkit::TempDir;
 use upstream::Anthropic;
@@ -138,21 +138,13 @@ async fn the_official_sdks_talk_to_a_claude_model() {
         return;
     };
     let anthropic = Anthropic::start().await;
-    let dir = TempDir::create();
-    let path = dir.path().join("providers.toml");
     let file = format!(
         "[[providers]]\nname = \"anthropic\"\nkind = \"anthropic\"\nbase_url = \"{}\"\n\
          api_key_env = \"FAKE_ANTHROPIC_KEY\"\n\n[[models]]\nname = \"claude-*\"\n\
          targets = [\"anthropic\"]\n",
         anthropic.base_url()
     );
-    std::fs::write(&path, file).unwrap();
-    let path = path.to_str().unwrap().to_owned();
-    let env = Env::mock(&[
-        ("SVC_PROVIDERS_FILE", path.as_str()),
-        ("FAKE_ANTHROPIC_KEY", "sk-ant-fake"),
-    ])
-    .await;
+    let (env, _dir) = registry::gateway(&file, &[("FAKE_ANTHROPIC_KEY", "sk-ant-fake")]).await;
     let config = json!({
         "base_url": env.gateway.url(),
         "token": env.world.chat_token,

@@ -3,6 +3,7 @@
 //! idempotency claim over a whole chain, and a bad registry file at start. Two fake
 //! OpenAI-shaped upstreams on loopback stand for two providers.
 
+mod registry;
 mod support;
 
 use std::process::Command;
@@ -25,12 +26,7 @@ const KEY: &str = "sk-upstream-0123456789abcdef";
 
 /// A gateway whose registry is `file`, and the directory that holds the file.
 async fn gateway(file: &str) -> (Env, TempDir) {
-    let dir = TempDir::create();
-    let path = dir.path().join("providers.toml");
-    std::fs::write(&path, file).unwrap();
-    let path = path.to_str().unwrap().to_owned();
-    let env = Env::mock(&[("SVC_PROVIDERS_FILE", path.as_str()), (KEY_VAR, KEY)]).await;
-    (env, dir)
+    registry::gateway(file, &[(KEY_VAR, KEY)]).await
 }
 
 /// Providers `a` and `b` (OpenAI-shaped, at `a_url` and `b_url`) with `a_extra` settings on

@@ -195,3 +195,43 @@ fn bad_names_and_shapes() {
         "no [[models]] entry"
     );
 }
+
+#[test]
+fn the_variable_reads_the_file_and_replaces_the_single_provider_ones() {
+    use crate::config::{Config, SVC_PROVIDERS_FILE};
+
+    let dir = svc_testkit::TempDir::create();
+    let path = dir.path().join("providers.toml");
+    std::fs::write(&path, GOOD).unwrap();
+    let path = path.to_str().unwrap();
+    let vars = |extra: &[(&'static str, &'static str)]| {
+        let mut vars: Vec<(String, String)> = env().into_iter().collect();
+        vars.push(("SVC_AUTH_GRPC_ADDR".into(), "127.0.0.1:9091".into()));
+        vars.push((SVC_PROVIDERS_FILE.into(), path.into()));
+        vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        vars
+    };
+    let config = Config::from_map(vars(&[])).unwrap();
+    assert_eq!(config.provider.file.map(|f| f.models.len()), Some(2));
+    // Production needs no SVC_LLM_MODE with a file.
+    let production = [
+        ("SVC_ENV", "production"),
+        ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+    ];
+    assert!(Config::from_map(vars(&production)).is_ok());
+    let both = Config::from_map(vars(&[("SVC_PROVIDER_BASE_URL", "http://x")])).unwrap_err();
+    assert_eq!(both.var, SVC_PROVIDERS_FILE);
+    assert!(both.reason.contains("SVC_PROVIDER_BASE_URL"), "{both}");
+
+    let missing = format!("{path}.missing");
+    let mut vars = vars(&[]);
+    vars.retain(|(k, _)| k != SVC_PROVIDERS_FILE);
+    vars.push((SVC_PROVIDERS_FILE.into(), missing.clone()));
+    let error = Config::from_map(vars).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with(&format!("SVC_PROVIDERS_FILE: {missing}: cannot read")),
+        "{error}"
+    );
+}

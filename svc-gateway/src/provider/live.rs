@@ -18,7 +18,7 @@ use http::header::AUTHORIZATION;
 use http::{HeaderValue, Request, Uri};
 use http_body_util::Full;
 
-use super::transport::{HttpUpstream, TlsError};
+use super::transport::{HttpUpstream, TlsError, secret_header};
 use super::{CallInfo, Provider, ProviderError, ProviderReply};
 use crate::config::{ProviderConfig, Secret};
 use crate::request::{ApiRequest, Endpoint};
@@ -101,11 +101,7 @@ impl LiveProvider {
         let endpoints = [chat, embeddings, responses];
         let authorization = match &api_key {
             Some(key) => {
-                let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
-                    .map_err(|_| BuildError::ApiKey)?;
-                // Keeps the key out of hpack tables and out of any header debug output.
-                value.set_sensitive(true);
-                Some(value)
+                Some(secret_header(&format!("Bearer {}", key.expose())).ok_or(BuildError::ApiKey)?)
             }
             None => None,
         };

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::breaker::Breaker;
 use super::live::{BuildError, LiveProvider};
@@ -249,9 +250,12 @@ impl Registry {
                 _ => None,
             };
             let started = Instant::now();
+            // Every log line of the call names the provider.
+            let span = tracing::info_span!("provider", provider = %upstream.name);
             let result = upstream
                 .provider
                 .complete(renamed.as_ref().unwrap_or(request), call)
+                .instrument(span)
                 .await;
             metrics.call(
                 &upstream.name,

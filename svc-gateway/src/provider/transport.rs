@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
-use http::{HeaderMap, Request, Uri};
+use http::{HeaderMap, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -32,6 +32,14 @@ pub const MAX_ERROR_BYTES: usize = 64 * 1024;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 const GATEWAY_USER_AGENT: &str = concat!("svc-gateway/", env!("CARGO_PKG_VERSION"));
+
+/// A header value that carries a key: kept out of hpack tables and out of any header debug
+/// output. `None` when the key cannot travel in a header.
+pub(crate) fn secret_header(value: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(value).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
 
 /// rustls refused its own defaults.
 #[derive(Debug, thiserror::Error)]

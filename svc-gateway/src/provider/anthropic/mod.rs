@@ -19,7 +19,7 @@ mod request;
 mod response;
 mod stream;
 
-use super::transport::HttpUpstream;
+use super::transport::{HttpUpstream, secret_header};
 use super::{CallInfo, Provider, ProviderError, ProviderReply};
 use crate::config::Secret;
 use crate::request::{ApiRequest, Endpoint};
@@ -61,12 +61,7 @@ impl AnthropicProvider {
         .parse::<Uri>()
         .map_err(|_| BuildError::BaseUrl)?;
         let api_key_header = match &api_key {
-            Some(key) => {
-                let mut value =
-                    HeaderValue::from_str(key.expose()).map_err(|_| BuildError::ApiKey)?;
-                value.set_sensitive(true);
-                Some(value)
-            }
+            Some(key) => Some(secret_header(key.expose()).ok_or(BuildError::ApiKey)?),
             None => None,
         };
         Ok(AnthropicProvider {
