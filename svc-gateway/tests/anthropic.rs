@@ -36,6 +36,19 @@ api_key_env = "{KEY_VAR}"
 name = "local"
 kind = "mock"
 
+[[providers]]
+name = "openai"
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+
+[[models]]
+name = "gpt-4o"
+targets = ["openai"]
+
+[[models]]
+name = "mixed"
+targets = ["openai:gpt-4o", "anthropic:claude-mixed"]
+
 [[models]]
 name = "claude-*"
 targets = ["anthropic"]
@@ -84,7 +97,10 @@ async fn messages_pass_through_with_the_providers_key_only() {
         &env,
         "/v1/messages",
         &body,
-        &[("x-api-key", "client-own-key")],
+        &[
+            ("x-api-key", "client-own-key"),
+            ("anthropic-beta", "tools-2024-04-04"),
+        ],
     )
     .await;
     assert_eq!(reply.status, 200);
@@ -97,6 +113,7 @@ async fn messages_pass_through_with_the_providers_key_only() {
     );
     assert_eq!(seen.headers["x-api-key"], KEY);
     assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(seen.headers["anthropic-beta"], "tools-2024-04-04");
     assert!(seen.headers.get("authorization").is_none());
     assert_eq!(reply.json()["content"][0]["text"], MOCK_REPLY);
 
@@ -182,6 +199,18 @@ async fn chat_completions_reach_a_claude_model_translated_both_ways() {
     let sent = anthropic.last_body();
     assert_eq!(sent["messages"][1]["content"][0]["type"], "tool_use");
     assert_eq!(sent["messages"][2]["content"][0]["type"], "tool_result");
+}
+
+#[tokio::test]
+async fn messages_skip_targets_that_do_not_speak_them() {
+    let anthropic = Anthropic::start().await;
+    let (env, _dir) = gateway(&anthropic).await;
+    let reply = post(&env, "/v1/messages", &messages_body("mixed"), &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(anthropic.last_body()["model"], "claude-mixed");
+    let reply = post(&env, "/v1/messages", &messages_body("gpt-4o"), &[]).await;
+    assert_envelope(&reply, 501, "PROVIDER_NOT_CONFIGURED");
+    assert_eq!(anthropic.seen().len(), 1);
 }
 
 #[tokio::test]

@@ -200,6 +200,7 @@ mod tests {
             request_id: None,
             trace_id: Some(trace),
             trace_parent: Some(span),
+            anthropic_beta: None,
         };
         assert_eq!(
             traceparent(&call),
@@ -214,6 +215,7 @@ mod tests {
             request_id: None,
             trace_id: Some(trace),
             trace_parent: None,
+            anthropic_beta: None,
         };
         let sent = traceparent(&call).expect("a traceparent");
         assert_eq!(TraceId::from_traceparent(sent.as_bytes()), Some(trace));

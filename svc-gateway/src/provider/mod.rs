@@ -86,6 +86,9 @@ pub struct CallInfo {
     /// `traceparent` (its span id and sampling decision) in place of a fresh child of
     /// `trace_id`.
     pub trace_parent: Option<TraceParent>,
+    /// The client's `anthropic-beta` header: the Messages API features it opts into (Claude
+    /// Code sends it). Only an anthropic provider passes it on.
+    pub anthropic_beta: Option<http::HeaderValue>,
 }
 
 /// Something that answers the provider-backed routes.

@@ -267,6 +267,12 @@ impl Registry {
                     metrics.breaker(&upstream.name, admission.success());
                     return Ok(reply);
                 }
+                // This provider does not serve the route (a Messages request to an
+                // OpenAI-compatible API): the next target may; the breaker learns nothing.
+                Err(ProviderError::NotConfigured) => {
+                    last.get_or_insert(ProviderError::NotConfigured);
+                    continue;
+                }
                 Err(error) => error,
             };
             if !error.falls_back() {

@@ -5,7 +5,8 @@
 //! says so), and the answer, JSON or SSE, comes back unchanged. A chat completion routed here
 //! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not.
 //! As for every provider, the upstream request is built from scratch: the client's own
-//! `x-api-key`, `Authorization` and `Idempotency-Key` never travel.
+//! `x-api-key`, `Authorization` and `Idempotency-Key` never travel. Its `anthropic-beta`
+//! does, as the features it opts into are part of what it asks for.
 
 use std::time::Duration;
 
@@ -82,6 +83,9 @@ impl AnthropicProvider {
             .header("anthropic-version", ANTHROPIC_VERSION);
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key.clone());
+        }
+        if let Some(beta) = &call.anthropic_beta {
+            builder = builder.header("anthropic-beta", beta.clone());
         }
         let upstream = builder
             .body(Full::new(body))
