@@ -143,6 +143,17 @@ targets = ["openai"]
     assert_envelope(&reply, 501, "PROVIDER_NOT_CONFIGURED");
     assert_eq!(openai.seen().len() + vllm.seen().len(), 3);
 
+    // Provider metrics name the provider, never the model.
+    let text = metrics(&env).await;
+    assert!(text.contains("svc_provider_requests_total{provider=\"openai\",outcome=\"ok\"} 2"));
+    assert!(text.contains("svc_provider_request_duration_seconds_count{provider=\"vllm\"} 1"));
+    for line in text.lines().filter(|l| l.starts_with("svc_provider")) {
+        assert!(
+            !line.contains("gpt-4o") && !line.contains("llama"),
+            "{line}"
+        );
+    }
+
     let list = models(&env).await.json();
     let ids: Vec<&str> = list["data"]
         .as_array()

@@ -213,6 +213,7 @@ fn the_variable_reads_the_file_and_replaces_the_single_provider_ones() {
     };
     let config = Config::from_map(vars(&[])).unwrap();
     assert_eq!(config.provider.file.map(|f| f.models.len()), Some(2));
+    assert_eq!(config.provider.models, ["gpt-4o"], "the concrete names");
     // Production needs no SVC_LLM_MODE with a file.
     let production = [
         ("SVC_ENV", "production"),

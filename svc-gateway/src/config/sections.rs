@@ -165,8 +165,15 @@ pub(super) fn provider_config(
             format!("model name {bad:?} is longer than 256 characters"),
         ));
     }
-    let models = match (mode, listed.is_empty()) {
-        (LlmMode::Mock, true) => vec![DEFAULT_MOCK_MODEL.to_owned()],
+    let models = match (&file, mode, listed.is_empty()) {
+        // The file's concrete names: what `/v1/models` lists and dev mode's banner shows.
+        (Some(file), ..) => file
+            .models
+            .iter()
+            .filter(|m| !m.prefix)
+            .map(|m| m.name.clone())
+            .collect(),
+        (None, LlmMode::Mock, true) => vec![DEFAULT_MOCK_MODEL.to_owned()],
         _ => listed,
     };
     Ok(ProviderConfig {

@@ -25,6 +25,9 @@ fn refused(detail: &str) -> ProviderError {
 /// The Messages body for `request` (its model already the upstream's).
 pub(super) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
     let chat = &request.json;
+    if chat.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        return Err(refused("n above 1 cannot be sent to this model"));
+    }
     let mut system = Vec::new();
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
     for message in chat
@@ -298,6 +301,11 @@ mod tests {
         let refused = translate(json!({"messages": [{"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}
         ]}]}));
+        assert!(matches!(
+            refused,
+            Err(ProviderError::Rejected { detail: Some(_) })
+        ));
+        let refused = translate(json!({"n": 2, "messages": [{"role": "user", "content": "hi"}]}));
         assert!(matches!(
             refused,
             Err(ProviderError::Rejected { detail: Some(_) })
