@@ -4,136 +4,34 @@
 //!
 //! The gateway's registry sends `claude-*` to an anthropic provider, a fake Messages API on
 //! loopback. The SDK is configured as Claude Code is with `ANTHROPIC_AUTH_TOKEN`: the PAT as
-//! `Authorization: Bearer`, and the agent as a default header. The SDKs come from a virtualenv
-//! under the target directory (`anthropic-venv`, made once with `pip install anthropic
-//! openai`, then reused). Without `python3` at all the test says so and passes.
+//! `Authorization: Bearer`, and the agent as a default header. The SDKs come from the system
+//! `python3` when it has both, else from a virtualenv under the target directory
+//! (`anthropic-venv`, made once with `pip install anthropic openai`, then reused). Without
+//! `python3` at all the test says so and passes.
 #![cfg(unix)]
 
+#[path = "openai_sdk/python.rs"]
+mod python;
 mod registry;
 mod support;
 #[path = "anthropic/upstream.rs"]
 mod upstream;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use serde_json::{Value, json};
+use python::{Sdk, run_script_at, sdk_python_for};
+use serde_json::json;
 use svc_gateway::provider::mock::MOCK_REPLY;
-use svc_testkit::TempDir;
 use upstream::Anthropic;
 
-/// Bounds the script; its own calls time out after 30 s each.
-const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
-const VENV_DIR: &str = "anthropic-venv";
-const IMPORTS: &str = "import anthropic, openai";
-
-fn imports(python: &Path) -> bool {
-    Command::new(python)
-        .args(["-c", IMPORTS])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn must(command: &mut Command, what: &str) {
-    let output = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        output.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A Python with both SDKs, or `None` without `python3`.
-fn sdk_python() -> Option<PathBuf> {
-    if Command::new("python3").arg("--version").output().is_err() {
-        return None;
-    }
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the tests' temp dir sits in the target dir");
-    let venv = target.join(VENV_DIR);
-    let python = venv.join("bin").join("python");
-    if imports(&python) {
-        return Some(python);
-    }
-    // Built aside and renamed into place: a concurrent run never sees a half-made one.
-    let staging = target.join(format!("{VENV_DIR}.{}", uuid::Uuid::new_v4().simple()));
-    must(
-        Command::new("python3").args(["-m", "venv"]).arg(&staging),
-        "python3 -m venv",
-    );
-    must(
-        Command::new(staging.join("bin").join("python")).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "anthropic",
-            "openai",
-        ]),
-        "pip install anthropic openai",
-    );
-    if std::fs::rename(&staging, &venv).is_err() {
-        // Another run put its own in place first; either will do.
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    assert!(imports(&python), "{} lacks the SDKs", venv.display());
-    Some(python)
-}
-
-/// Runs the script with `config`; returns what it printed.
-async fn run_script(python: &Path, config: &Value) -> Value {
-    let dir = TempDir::create();
-    let config_path = dir.path().join("config.json");
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    let (stdout, stderr) = (dir.path().join("out.json"), dir.path().join("err.txt"));
-    let mut command = Command::new(python);
-    command
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/anthropic_sdk.py"
-        ))
-        .arg(&config_path)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout).unwrap())
-        .stderr(std::fs::File::create(&stderr).unwrap());
-    // The SDKs read keys, base URLs and proxies from the environment: only the config counts.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy().to_ascii_uppercase();
-        if name.starts_with("ANTHROPIC_") || name.starts_with("OPENAI_") || name.ends_with("_PROXY")
-        {
-            command
-                .env_remove(&name)
-                .env_remove(name.to_ascii_lowercase());
-        }
-    }
-    let mut child = command.spawn().expect("spawn the SDK script");
-    let deadline = Instant::now() + SCRIPT_DEADLINE;
-    // Polled: the gateway answers on this same runtime.
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the SDK script did not finish in {SCRIPT_DEADLINE:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let err = std::fs::read_to_string(&stderr).unwrap_or_default();
-    assert!(status.success(), "the SDK script failed: {err}");
-    let out = std::fs::read_to_string(&stdout).unwrap();
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?}; {err}"))
-}
+/// Both SDKs, in a virtualenv of their own.
+const SDKS: Sdk = Sdk {
+    venv: "anthropic-venv",
+    packages: &["anthropic", "openai"],
+    check: "import anthropic, openai",
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdks_talk_to_a_claude_model() {
-    let Some(python) = sdk_python() else {
+    let Some(python) = sdk_python_for(&SDKS) else {
         eprintln!("python3 not found: the Anthropic SDK test is skipped");
         return;
     };
@@ -151,7 +49,7 @@ async fn the_official_sdks_talk_to_a_claude_model() {
         "agent_id": env.world.agent_id.to_string(),
         "model": "claude-sonnet-4-5",
     });
-    let out = run_script(&python, &config).await;
+    let out = run_script_at(&python, "anthropic_sdk.py", &config).await;
 
     assert_eq!(out["call"]["text"], MOCK_REPLY);
     assert_eq!(out["call"]["stop_reason"], "end_turn");

@@ -1,4 +1,6 @@
-//! Finding a Python with the `openai` package, and running the script with a deadline.
+//! Finding a Python with an SDK package, and running a script with a deadline.
+// Each test file that mounts it uses a part.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,11 +11,31 @@ use svc_testkit::TempDir;
 
 /// Bounds the script; its own calls time out after 30 s each.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
-/// Where the virtualenv lives, under the target directory.
-const VENV_DIR: &str = "openai-venv";
+
+/// The packages a script needs, and the virtualenv that holds them.
+pub(crate) struct Sdk {
+    /// Where the virtualenv lives, under the target directory.
+    pub(crate) venv: &'static str,
+    /// What `pip install` is given.
+    pub(crate) packages: &'static [&'static str],
+    /// A Python line that succeeds only when the packages are there.
+    pub(crate) check: &'static str,
+}
+
+/// The OpenAI SDK, 1.x or later (the client class and its transport).
+pub(crate) const OPENAI: Sdk = Sdk {
+    venv: "openai-venv",
+    packages: &["openai"],
+    check: "from openai import OpenAI, DefaultHttpxClient",
+};
 
 /// A Python with the `openai` package, or `None` without `python3`.
 pub(crate) fn sdk_python() -> Option<PathBuf> {
+    sdk_python_for(&OPENAI)
+}
+
+/// A Python with `sdk`'s packages, or `None` without `python3`.
+pub(crate) fn sdk_python_for(sdk: &Sdk) -> Option<PathBuf> {
     let system = PathBuf::from("python3");
     let version = Command::new(&system)
         .arg("--version")
@@ -25,16 +47,16 @@ pub(crate) fn sdk_python() -> Option<PathBuf> {
         Err(error) => panic!("python3 does not run: {error}"),
         Ok(_) => {}
     }
-    if has_sdk(&system) {
+    if has_sdk(&system, sdk) {
         return Some(system);
     }
-    Some(venv_python())
+    Some(venv_python(sdk))
 }
 
-/// Whether `python` imports a 1.x-or-later SDK (the client class and its transport).
-fn has_sdk(python: &Path) -> bool {
+/// Whether `python` passes `sdk`'s check.
+fn has_sdk(python: &Path, sdk: &Sdk) -> bool {
     Command::new(python)
-        .args(["-c", "from openai import OpenAI, DefaultHttpxClient"])
+        .args(["-c", sdk.check])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -42,34 +64,35 @@ fn has_sdk(python: &Path) -> bool {
 }
 
 /// The virtualenv's Python, making the virtualenv first when it has no SDK yet.
-fn venv_python() -> PathBuf {
+fn venv_python(sdk: &Sdk) -> PathBuf {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("the tests' temp dir sits in the target dir");
-    let venv = target.join(VENV_DIR);
+    let venv = target.join(sdk.venv);
     let python = venv.join("bin").join("python");
-    if has_sdk(&python) {
+    if has_sdk(&python, sdk) {
         return python;
     }
     // Built aside and renamed into place: a concurrent run never sees a half-made one.
-    let staging = target.join(format!("{VENV_DIR}.{}", uuid::Uuid::new_v4().simple()));
+    let staging = target.join(format!("{}.{}", sdk.venv, uuid::Uuid::new_v4().simple()));
     run(
         Command::new("python3").args(["-m", "venv"]).arg(&staging),
         "python3 -m venv",
     );
     run(
-        Command::new(staging.join("bin").join("python")).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "openai",
-        ]),
-        "pip install openai",
+        Command::new(staging.join("bin").join("python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(sdk.packages),
+        "pip install",
     );
     if std::fs::rename(&staging, &venv).is_err() {
-        if has_sdk(&python) {
+        if has_sdk(&python, sdk) {
             // Another run put its own in place first; either will do.
             let _ = std::fs::remove_dir_all(&staging);
         } else {
@@ -77,7 +100,12 @@ fn venv_python() -> PathBuf {
             std::fs::rename(&staging, &venv).expect("move the virtualenv into place");
         }
     }
-    assert!(has_sdk(&python), "{} has no openai package", venv.display());
+    assert!(
+        has_sdk(&python, sdk),
+        "{} lacks {:?}",
+        venv.display(),
+        sdk.packages
+    );
     python
 }
 
@@ -90,8 +118,14 @@ fn run(command: &mut Command, what: &str) {
     );
 }
 
-/// Runs the script with `config`, bounded by [`SCRIPT_DEADLINE`]; returns its JSON output.
+/// Runs `tests/openai_sdk.py` with `config`, bounded by [`SCRIPT_DEADLINE`]; returns its JSON
+/// output.
 pub(crate) async fn run_script(python: &Path, config: &Value) -> Value {
+    run_script_at(python, "openai_sdk.py", config).await
+}
+
+/// Runs `tests/<script>` with `config`, bounded by [`SCRIPT_DEADLINE`]; returns its JSON output.
+pub(crate) async fn run_script_at(python: &Path, script: &str, config: &Value) -> Value {
     let dir = TempDir::create();
     let config_path = dir.path().join("config.json");
     std::fs::write(&config_path, config.to_string()).unwrap();
@@ -99,16 +133,21 @@ pub(crate) async fn run_script(python: &Path, config: &Value) -> Value {
     let stderr_path = dir.path().join("stderr.txt");
     let mut command = Command::new(python);
     command
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai_sdk.py"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests")
+                .join(script),
+        )
         .arg(&config_path)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).unwrap())
         .stderr(std::fs::File::create(&stderr_path).unwrap());
-    // The SDK reads OPENAI_* (base URL, org, project) and proxies from the environment; the
-    // script must talk to this gateway with exactly what it configures.
+    // The SDKs read OPENAI_* and ANTHROPIC_* (base URL, keys, org, project) and proxies from
+    // the environment; the script must talk to this gateway with exactly what it configures.
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().to_ascii_uppercase();
-        if name.starts_with("OPENAI_") || name.ends_with("_PROXY") {
+        if name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_") || name.ends_with("_PROXY")
+        {
             command
                 .env_remove(&name)
                 .env_remove(name.to_ascii_lowercase());
