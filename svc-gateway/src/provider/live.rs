@@ -57,22 +57,14 @@ impl BuildError {
     }
 }
 
-/// An OpenAI-compatible provider over a pooled hyper client.
-#[derive(Clone)]
+/// An OpenAI-compatible provider over a pooled hyper client. Its debug output holds no key:
+/// key headers are marked sensitive.
+#[derive(Clone, Debug)]
 pub struct LiveProvider {
     http: HttpUpstream,
     /// One URI per OpenAI endpoint: chat completions, embeddings, responses.
     endpoints: [Uri; 3],
     authorization: Option<HeaderValue>,
-}
-
-impl std::fmt::Debug for LiveProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveProvider")
-            .field("endpoints", &self.endpoints)
-            .field("timeout", &self.http.timeout())
-            .finish_non_exhaustive()
-    }
 }
 
 impl LiveProvider {
@@ -190,6 +182,27 @@ mod tests {
             .headers()
             .get(&TRACEPARENT)
             .map(|v| v.to_str().unwrap().to_owned())
+    }
+
+    #[test]
+    fn debug_output_holds_no_key() {
+        let key = "sk-debug-0123456789";
+        let provider = LiveProvider::new(
+            "http://127.0.0.1:9",
+            Some(Secret::new(key)),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let printed = format!("{provider:?}");
+        assert!(printed.contains("127.0.0.1:9"), "{printed}");
+        assert!(!printed.contains(key), "{printed}");
+        let anthropic = crate::provider::anthropic::AnthropicProvider::new(
+            "http://127.0.0.1:9/v1",
+            Some(Secret::new(key)),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        assert!(!format!("{anthropic:?}").contains(key));
     }
 
     #[test]

@@ -55,6 +55,14 @@ pub(crate) struct HttpUpstream {
     api_key: Option<Secret>,
 }
 
+impl std::fmt::Debug for HttpUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpUpstream")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl HttpUpstream {
     pub(crate) fn new(
         timeout: Duration,
@@ -80,10 +88,6 @@ impl HttpUpstream {
             timeout,
             api_key,
         })
-    }
-
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// A POST to `uri` with the gateway's own headers: JSON in, JSON or SSE out, our user

@@ -31,20 +31,11 @@ pub use request::DEFAULT_MAX_TOKENS;
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Anthropic's Messages API over a pooled hyper client.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct AnthropicProvider {
     http: HttpUpstream,
     messages: Uri,
     api_key: Option<HeaderValue>,
-}
-
-impl std::fmt::Debug for AnthropicProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicProvider")
-            .field("messages", &self.messages)
-            .field("timeout", &self.http.timeout())
-            .finish_non_exhaustive()
-    }
 }
 
 impl AnthropicProvider {
