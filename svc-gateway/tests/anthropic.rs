@@ -202,7 +202,7 @@ async fn chat_completions_reach_a_claude_model_translated_both_ways() {
 }
 
 #[tokio::test]
-async fn messages_skip_targets_that_do_not_speak_them() {
+async fn targets_of_both_kinds_serve_one_model() {
     let anthropic = Anthropic::start().await;
     let (env, _dir) = gateway(&anthropic).await;
     let reply = post(&env, "/v1/messages", &messages_body("mixed"), &[]).await;
@@ -211,6 +211,15 @@ async fn messages_skip_targets_that_do_not_speak_them() {
     let reply = post(&env, "/v1/messages", &messages_body("gpt-4o"), &[]).await;
     assert_envelope(&reply, 501, "PROVIDER_NOT_CONFIGURED");
     assert_eq!(anthropic.seen().len(), 1);
+
+    // A chat request falls back across kinds: the OpenAI-compatible target refuses the
+    // connection, the anthropic one answers through the translation.
+    let chat = env
+        .send_chat(json!({"model": "mixed", "messages": [{"role": "user", "content": "hi"}]}))
+        .await;
+    assert_eq!(chat.status, 200, "{:?}", chat.body);
+    assert_eq!(chat.json()["choices"][0]["message"]["content"], MOCK_REPLY);
+    assert_eq!(anthropic.last_body()["model"], "claude-mixed");
 }
 
 #[tokio::test]
