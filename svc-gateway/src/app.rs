@@ -1,19 +1,22 @@
 //! The gateway assembled: dependencies built from the configuration, then the route table and
 //! the layer stack around it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
 use svc_tower::agent::AgentCheckLayer;
-use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
+use svc_tower::auth::{AuthFailureLimit, GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::error::ErrorCode;
 use svc_tower::health::Readiness;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
@@ -29,6 +32,7 @@ use tower::util::BoxCloneSyncService;
 
 use crate::config::Config;
 use crate::forward::Forward;
+use crate::http_metrics::HttpMetrics;
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::request::Endpoint;
@@ -73,6 +77,7 @@ pub struct Gateway {
     sessions: Option<SessionStore>,
     metrics: ProxyMetrics,
     tokens: TokenMetrics,
+    http_metrics: HttpMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
     rate_limit: Option<Arc<dyn RateLimitStore>>,
@@ -116,6 +121,8 @@ impl Gateway {
         metrics.register(&mut prometheus);
         let tokens = TokenMetrics::default();
         tokens.register(&mut prometheus);
+        let http_metrics = HttpMetrics::new(metrics.clone());
+        http_metrics.register(&mut prometheus);
         registry.metrics().register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
         process_up.set(1);
@@ -133,6 +140,7 @@ impl Gateway {
             sessions,
             metrics,
             tokens,
+            http_metrics,
             prometheus: Arc::new(prometheus),
             readiness,
             rate_limit: None,
@@ -202,6 +210,8 @@ impl Gateway {
             // it twice.
             .pending_ttl(self.registry.chain_timeout() + PENDING_TTL_MARGIN)
             .metrics(self.metrics.clone())
+            // An answer cut off mid-body came from a failing provider.
+            .broken_body_error(ErrorCode::ProviderUnavailable)
             // A route and its alias are one route: a retry through the alias replays.
             .route_fn(|parts| match Endpoint::from_path(parts.uri.path()) {
                 Some(endpoint) => endpoint.route().to_owned(),
@@ -214,10 +224,27 @@ impl Gateway {
         BoxCloneSyncService::new(service)
     }
 
+    /// Rejected tokens per client address, shared by every protected route; `None` when
+    /// `SVC_AUTH_FAILURES_PER_MINUTE=0`. Forged tokens are free to make (the checksum is
+    /// public) and each would cost the auth service a database read.
+    fn auth_failure_limit(&self) -> Option<AuthFailureLimit> {
+        let per_minute = self.config.auth_failures_per_minute;
+        let limit = AuthFailureLimit::per_minute(per_minute)
+            .socket_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0));
+        let limit = match &self.config.trusted_proxy_header {
+            Some(header) => limit.trusted_header(header.clone()),
+            None => limit,
+        };
+        (per_minute > 0).then_some(limit)
+    }
+
     /// The route table inside the layer stack.
     pub fn router(&self) -> Router {
         let config = &self.config;
-        let pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        let mut pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        if let Some(limit) = self.auth_failure_limit() {
+            pat_auth = pat_auth.failure_limit(limit);
+        }
         let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
@@ -340,9 +367,10 @@ impl Gateway {
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
-                    // Counts final statuses by route template, rejections included.
+                    // Counts final statuses by route template, rejections included, and the
+                    // gateway's own cost of each provider call.
                     .layer(axum::middleware::from_fn_with_state(
-                        self.metrics.clone(),
+                        self.http_metrics.clone(),
                         crate::http_metrics::record,
                     )),
             )

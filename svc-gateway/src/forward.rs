@@ -16,6 +16,7 @@ use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
+use crate::http_metrics::ProviderWait;
 use crate::provider::{CallInfo, ProviderReply, Registry};
 use crate::request::ApiRequest;
 use crate::sse::SseBody;
@@ -76,7 +77,10 @@ impl<B> Service<Request<B>> for Forward {
                 trace_parent,
                 anthropic_beta,
             };
-            let response = match registry.complete(&chat, &call).await {
+            let waited = std::time::Instant::now();
+            let reply = registry.complete(&chat, &call).await;
+            let wait = ProviderWait(waited.elapsed());
+            let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
                     if let Some(reporter) = &reporter {
                         reporter.report(Report {
@@ -104,6 +108,7 @@ impl<B> Service<Request<B>> for Forward {
                     error.to_api_error().into_response_with(Body::empty())
                 }
             };
+            response.extensions_mut().insert(wait);
             Ok(response)
         })
     }

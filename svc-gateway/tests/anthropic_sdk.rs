@@ -4,36 +4,43 @@
 //!
 //! The gateway's registry sends `claude-*` to an anthropic provider, a fake Messages API on
 //! loopback. The SDK is configured as Claude Code is with `ANTHROPIC_AUTH_TOKEN`: the PAT as
-//! `Authorization: Bearer`, and the agent as a default header. The SDKs come from the system
-//! `python3` when it has both, else from a virtualenv under the target directory
-//! (`anthropic-venv`, made once with `pip install anthropic openai`, then reused). Without
-//! `python3` at all the test says so and passes.
+//! `Authorization: Bearer`, and the agent as a default header. The SDKs come from a virtualenv
+//! under the target directory (`anthropic-venv`, made once with `pip install anthropic
+//! openai`, then reused). Without `python3`, or without a registry to install them from, the
+//! test says why and passes.
 #![cfg(unix)]
 
-#[path = "openai_sdk/python.rs"]
-mod python;
+#[path = "openai_sdk/install.rs"]
+mod install;
 mod registry;
 mod support;
 #[path = "anthropic/upstream.rs"]
 mod upstream;
 
-use python::{Sdk, run_script_at, sdk_python_for};
+use std::time::Duration;
+
 use serde_json::json;
 use svc_gateway::provider::mock::MOCK_REPLY;
 use upstream::Anthropic;
 
-/// Both SDKs, in a virtualenv of their own.
-const SDKS: Sdk = Sdk {
-    venv: "anthropic-venv",
-    packages: &["anthropic", "openai"],
-    check: "import anthropic, openai",
-};
+/// Bounds the script; its own calls time out after 30 s each.
+const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdks_talk_to_a_claude_model() {
-    let Some(python) = sdk_python_for(&SDKS) else {
-        eprintln!("python3 not found: the Anthropic SDK test is skipped");
-        return;
+    let sdks = || {
+        install::venv(
+            "anthropic-venv",
+            &["anthropic", "openai"],
+            "import anthropic, openai",
+        )
+    };
+    let python = match tokio::task::spawn_blocking(sdks).await.unwrap() {
+        Ok(python) => python,
+        Err(why) => {
+            println!("skipped: the Anthropic and OpenAI Python SDKs cannot run: {why}");
+            return;
+        }
     };
     let anthropic = Anthropic::start().await;
     let file = format!(
@@ -49,7 +56,8 @@ async fn the_official_sdks_talk_to_a_claude_model() {
         "agent_id": env.world.agent_id.to_string(),
         "model": "claude-sonnet-4-5",
     });
-    let out = run_script_at(&python, "anthropic_sdk.py", &config).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/anthropic_sdk.py");
+    let out = install::run_json(&python, &[script], &config, SCRIPT_DEADLINE).await;
 
     assert_eq!(out["call"]["text"], MOCK_REPLY);
     assert_eq!(out["call"]["stop_reason"], "end_turn");

@@ -190,6 +190,7 @@ async fn mint<S: Store>(
                 name: Some(name.to_owned()),
                 secret_hash,
                 expires_at: None,
+                issuer_token_id: None,
             },
         )
         .await?;

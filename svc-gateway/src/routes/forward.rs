@@ -17,6 +17,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use svc_tower::body_limit;
 use svc_tower::context::OrgContext;
+use svc_tower::idempotency::Fingerprint;
 use svc_tower::request_id::RequestId;
 use tokio::sync::oneshot;
 use tower::ServiceExt;
@@ -68,7 +69,15 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     );
 
     let (reporter, report) = UsageReporter::new();
+    // Idempotency fingerprints what was parsed here instead of parsing the body again.
+    let fingerprint = parts
+        .headers
+        .contains_key(&validate::IDEMPOTENCY_KEY)
+        .then(|| Fingerprint::of_object(&parts.method, state.endpoint.route(), &api.json));
     let mut inner = Request::from_parts(parts, Full::new(bytes));
+    if let Some(fingerprint) = fingerprint {
+        inner.extensions_mut().insert(fingerprint);
+    }
     inner.extensions_mut().insert(api.clone());
     inner.extensions_mut().insert(reporter);
     let response = match state.forward.oneshot(inner).await {
