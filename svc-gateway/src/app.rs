@@ -123,6 +123,7 @@ impl Gateway {
         tokens.register(&mut prometheus);
         let http_metrics = HttpMetrics::new(metrics.clone());
         http_metrics.register(&mut prometheus);
+        registry.metrics().register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
         process_up.set(1);
         prometheus.register(
@@ -147,7 +148,8 @@ impl Gateway {
         })
     }
 
-    /// Replaces the provider registry (tests point it at a fake upstream).
+    /// Replaces the provider registry (tests point it at a fake upstream). Its provider
+    /// metrics are not exported: the Prometheus registry was built with the first one.
     pub fn with_registry(mut self, registry: Registry) -> Gateway {
         self.registry = registry;
         self
@@ -204,8 +206,9 @@ impl Gateway {
     fn forward_service(&self) -> routes::ForwardService {
         let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone());
         let idempotency = IdempotencyLayer::new(self.idempotency_store())
-            // A claim must outlive the slowest provider call, or a retry would run it twice.
-            .pending_ttl(self.config.provider.timeout + PENDING_TTL_MARGIN)
+            // A claim must outlive the slowest chain of provider calls, or a retry would run
+            // it twice.
+            .pending_ttl(self.registry.chain_timeout() + PENDING_TTL_MARGIN)
             .metrics(self.metrics.clone())
             // An answer cut off mid-body came from a failing provider.
             .broken_body_error(ErrorCode::ProviderUnavailable)
@@ -289,6 +292,11 @@ impl Gateway {
             Endpoint::Embeddings,
             RequirePermissionLayer::new(Permissions::EMBEDDINGS),
         );
+        // Anthropic's Messages API generates like chat and needs the same permission.
+        let messages = provider_route(
+            Endpoint::Messages,
+            RequirePermissionLayer::chat_completions(),
+        );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
@@ -326,6 +334,7 @@ impl Gateway {
             (Endpoint::ChatCompletions, chat),
             (Endpoint::Responses, responses),
             (Endpoint::Embeddings, embeddings),
+            (Endpoint::Messages, messages),
         ] {
             router = router
                 .route(endpoint.route(), route.clone())

@@ -61,6 +61,7 @@ impl<B> Service<Request<B>> for Forward {
         let trace_id = request.extensions().get::<TraceId>().copied();
         // The request span's id and sampling decision, when trace export put them there.
         let trace_parent = request.extensions().get::<TraceParent>().copied();
+        let anthropic_beta = request.headers().get("anthropic-beta").cloned();
         let registry = self.registry.clone();
         let docs_base = self.docs_base.clone();
         Box::pin(async move {
@@ -74,6 +75,7 @@ impl<B> Service<Request<B>> for Forward {
                 request_id: Some(request_id.to_string()),
                 trace_id,
                 trace_parent,
+                anthropic_beta,
             };
             let waited = std::time::Instant::now();
             let reply = registry.complete(&chat, &call).await;

@@ -14,14 +14,17 @@ pub enum Endpoint {
     Embeddings,
     /// `POST /v1/responses`.
     Responses,
+    /// `POST /v1/messages`: Anthropic's Messages API.
+    Messages,
 }
 
 impl Endpoint {
     /// Every endpoint.
-    pub const ALL: [Endpoint; 3] = [
+    pub const ALL: [Endpoint; 4] = [
         Endpoint::ChatCompletions,
         Endpoint::Embeddings,
         Endpoint::Responses,
+        Endpoint::Messages,
     ];
 
     /// The position in [`ALL`](Self::ALL).
@@ -35,6 +38,7 @@ impl Endpoint {
             Endpoint::ChatCompletions => "/chat/completions",
             Endpoint::Embeddings => "/embeddings",
             Endpoint::Responses => "/responses",
+            Endpoint::Messages => "/messages",
         }
     }
 
@@ -44,6 +48,7 @@ impl Endpoint {
             Endpoint::ChatCompletions => "/v1/chat/completions",
             Endpoint::Embeddings => "/v1/embeddings",
             Endpoint::Responses => "/v1/responses",
+            Endpoint::Messages => "/v1/messages",
         }
     }
 
@@ -53,6 +58,7 @@ impl Endpoint {
             Endpoint::ChatCompletions => "chat completion",
             Endpoint::Embeddings => "embeddings",
             Endpoint::Responses => "response",
+            Endpoint::Messages => "message",
         }
     }
 
@@ -62,6 +68,7 @@ impl Endpoint {
             Endpoint::ChatCompletions => "/proxy/v1/chat/completions",
             Endpoint::Embeddings => "/proxy/v1/embeddings",
             Endpoint::Responses => "/proxy/v1/responses",
+            Endpoint::Messages => "/proxy/v1/messages",
         }
     }
 
@@ -122,16 +129,31 @@ impl ApiRequest {
         Bytes::from(Value::Object(json).to_string())
     }
 
+    /// The same request for another model: `model` replaced in the body, which is then
+    /// serialized again (the one case where the forwarded bytes are not the client's).
+    pub fn with_model(&self, model: &str) -> ApiRequest {
+        let mut json = (*self.json).clone();
+        json.insert("model".to_owned(), Value::String(model.to_owned()));
+        let raw = Bytes::from(Value::Object(json.clone()).to_string());
+        ApiRequest {
+            model: model.to_owned(),
+            json: Arc::new(json),
+            raw,
+            ..self.clone()
+        }
+    }
+
     /// The text of the request's messages or inputs, for token estimates (never logged).
     pub fn texts(&self) -> Vec<&str> {
         let mut texts = Vec::new();
         let field = match self.endpoint {
-            Endpoint::ChatCompletions => "messages",
+            Endpoint::ChatCompletions | Endpoint::Messages => "messages",
             Endpoint::Embeddings | Endpoint::Responses => "input",
         };
         if let Some(instructions) = self.json.get("instructions").and_then(Value::as_str) {
             texts.push(instructions);
         }
+        collect_texts(self.json.get("system"), &mut texts);
         collect_texts(self.json.get(field), &mut texts);
         texts
     }

@@ -99,7 +99,7 @@ impl SseBody {
             if usage::mentions_usage(event) {
                 let payload = event_data(event);
                 if let Some(found) = usage::from_json(&payload) {
-                    self.usage = Some(found);
+                    self.usage = Some(usage::merged(self.usage.take(), found));
                     if self.strip_usage_chunk && usage::is_usage_only_chunk(&payload) {
                         dropped = true;
                         continue;
@@ -187,7 +187,7 @@ fn split_events(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Where the first blank line in `data` ends.
-fn first_boundary_end(data: &[u8]) -> Option<usize> {
+pub(crate) fn first_boundary_end(data: &[u8]) -> Option<usize> {
     [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
         .into_iter()
         .filter_map(|blank| {
@@ -199,7 +199,7 @@ fn first_boundary_end(data: &[u8]) -> Option<usize> {
 }
 
 /// The `data:` lines of one event, joined as SSE joins them.
-fn event_data(event: &[u8]) -> Vec<u8> {
+pub(crate) fn event_data(event: &[u8]) -> Vec<u8> {
     let mut payload = Vec::new();
     for line in event.split(|b| *b == b'\n' || *b == b'\r') {
         if let Some(value) = line.strip_prefix(b"data:") {

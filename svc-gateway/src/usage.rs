@@ -17,8 +17,9 @@ use tokio::sync::oneshot;
 
 use crate::session::Usage;
 
-/// The usage object of any OpenAI-shaped answer: chat and embeddings name tokens
-/// prompt/completion, the Responses API input/output.
+/// The usage object of any answer: chat and embeddings name tokens prompt/completion, the
+/// Responses and Messages APIs input/output. A Messages stream tells them apart: the input in
+/// `message_start`, the output in `message_delta`.
 #[derive(Debug, Default, Deserialize)]
 struct Reported {
     prompt_tokens: Option<i64>,
@@ -30,8 +31,12 @@ struct Reported {
 
 impl Reported {
     fn usage(self) -> Option<Usage> {
-        let prompt = self.prompt_tokens.or(self.input_tokens)?;
-        let completion = self.completion_tokens.or(self.output_tokens).unwrap_or(0);
+        let prompt = self.prompt_tokens.or(self.input_tokens);
+        let completion = self.completion_tokens.or(self.output_tokens);
+        if prompt.is_none() && completion.is_none() {
+            return None;
+        }
+        let (prompt, completion) = (prompt.unwrap_or(0), completion.unwrap_or(0));
         Some(Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
@@ -40,12 +45,13 @@ impl Reported {
     }
 }
 
-/// A body whose `usage` (or, in a Responses API event, `response.usage`) is read and nothing
-/// else: other fields are skipped unparsed.
+/// A body whose `usage` (or, in a Responses API event, `response.usage`, or in a Messages
+/// API event, `message.usage`) is read and nothing else: other fields are skipped unparsed.
 #[derive(Deserialize)]
 struct WithUsage {
     usage: Option<Reported>,
     response: Option<Box<WithUsage>>,
+    message: Option<Box<WithUsage>>,
 }
 
 /// The usage of a JSON answer or of one SSE event's data, when it reports one.
@@ -56,10 +62,31 @@ pub fn from_json(body: &[u8]) -> Option<Usage> {
             usage: Some(usage), ..
         } => usage.usage(),
         WithUsage {
-            response: Some(response),
+            response: Some(inner),
             ..
-        } => response.usage?.usage(),
+        }
+        | WithUsage {
+            message: Some(inner),
+            ..
+        } => inner.usage?.usage(),
         _ => None,
+    }
+}
+
+/// The usage of a stream that reported it in parts: each count at its largest (the counts a
+/// stream reports only grow), the total at least their sum.
+pub fn merged(earlier: Option<Usage>, later: Usage) -> Usage {
+    let Some(earlier) = earlier else {
+        return later;
+    };
+    let prompt_tokens = earlier.prompt_tokens.max(later.prompt_tokens);
+    let completion_tokens = earlier.completion_tokens.max(later.completion_tokens);
+    Usage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: (prompt_tokens + completion_tokens)
+            .max(earlier.total_tokens)
+            .max(later.total_tokens),
     }
 }
 
@@ -182,7 +209,19 @@ mod tests {
                 total_tokens: 8
             })
         );
+        let start = br#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":25,"output_tokens":1}}}"#;
+        let delta = br#"{"type":"message_delta","delta":{},"usage":{"output_tokens":15}}"#;
+        let streamed = merged(from_json(start), from_json(delta).unwrap());
+        assert_eq!(
+            streamed,
+            Usage {
+                prompt_tokens: 25,
+                completion_tokens: 15,
+                total_tokens: 40
+            }
+        );
         assert_eq!(from_json(br#"{"usage":null}"#), None);
+        assert_eq!(from_json(br#"{"usage":{}}"#), None);
         assert_eq!(from_json(b"not json"), None);
     }
 

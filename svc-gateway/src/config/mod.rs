@@ -6,6 +6,7 @@
 //! [`EXIT_CONFIG`].
 
 mod parse;
+pub mod providers;
 mod sections;
 mod types;
 mod vars;

@@ -111,6 +111,16 @@ pub(super) fn provider_config(
     vars: &Vars<'_>,
     production: bool,
 ) -> Result<ProviderConfig, ConfigError> {
+    let file = vars.parse(SVC_PROVIDERS_FILE, None, |path| {
+        super::providers::load(path, vars.0).map(Some)
+    })?;
+    if let Some(var) = [SVC_PROVIDER_BASE_URL, SVC_PROVIDER_MODELS, SVC_LLM_MODE]
+        .into_iter()
+        .find(|var| file.is_some() && vars.get(var).is_some())
+    {
+        let reason = format!("replaces {var}: set one or the other");
+        return Err(ConfigError::new(SVC_PROVIDERS_FILE, reason));
+    }
     let base_url = vars.parse(SVC_PROVIDER_BASE_URL, None, |v| http_url(v).map(Some))?;
     let explicit_mode = vars.parse(SVC_LLM_MODE, None, |v| {
         match v.to_ascii_lowercase().as_str() {
@@ -122,7 +132,7 @@ pub(super) fn provider_config(
     let mode = match explicit_mode {
         Some(mode) => mode,
         None if base_url.is_some() => LlmMode::Live,
-        None if production => {
+        None if production && file.is_none() => {
             return Err(ConfigError::new(
                 SVC_LLM_MODE,
                 "production refuses an implicit mock provider: set SVC_PROVIDER_BASE_URL or SVC_LLM_MODE=mock",
@@ -155,8 +165,15 @@ pub(super) fn provider_config(
             format!("model name {bad:?} is longer than 256 characters"),
         ));
     }
-    let models = match (mode, listed.is_empty()) {
-        (LlmMode::Mock, true) => vec![DEFAULT_MOCK_MODEL.to_owned()],
+    let models = match (&file, mode, listed.is_empty()) {
+        // The file's concrete names: what `/v1/models` lists and dev mode's banner shows.
+        (Some(file), ..) => file
+            .models
+            .iter()
+            .filter(|m| !m.prefix)
+            .map(|m| m.name.clone())
+            .collect(),
+        (None, LlmMode::Mock, true) => vec![DEFAULT_MOCK_MODEL.to_owned()],
         _ => listed,
     };
     Ok(ProviderConfig {
@@ -169,6 +186,7 @@ pub(super) fn provider_config(
             parse::duration,
         )?,
         models,
+        file,
     })
 }
 

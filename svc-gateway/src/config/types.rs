@@ -75,6 +75,8 @@ pub struct ProviderConfig {
     /// The registered models. Empty only in live mode without `SVC_PROVIDER_MODELS`, where
     /// every model is forwarded and the provider's own registry decides.
     pub models: Vec<String>,
+    /// `SVC_PROVIDERS_FILE`, checked; when set it is the whole registry.
+    pub file: Option<super::providers::RegistryFile>,
 }
 
 /// Trace export settings, parsed and validated (see [`crate::telemetry`]).

@@ -50,6 +50,27 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// The reason of a connection that could not be made or was lost before the head.
+    pub const UNREACHABLE: &'static str = "provider unreachable";
+    /// The reason of a 5xx answer.
+    pub const SERVER_ERROR: &'static str = "provider server error";
+    /// The reason of a JSON answer cut before its end.
+    pub const MID_BODY: &'static str = "provider connection failed mid-body";
+
+    /// Whether the next target of a model should be tried: the provider could not be reached,
+    /// did not answer in time, throttled us, or failed on its side. A refused payload would be
+    /// refused by the next target too, and a refused key or a missing endpoint is the
+    /// operator's to fix: the client hears of those at once.
+    pub fn falls_back(&self) -> bool {
+        match self {
+            ProviderError::RateLimited { .. } | ProviderError::Timeout => true,
+            ProviderError::Unavailable { reason } => {
+                [Self::UNREACHABLE, Self::SERVER_ERROR, Self::MID_BODY].contains(reason)
+            }
+            ProviderError::NotConfigured | ProviderError::Rejected { .. } => false,
+        }
+    }
+
     /// The error for an upstream status that is not a success.
     pub fn from_status(
         status: StatusCode,
@@ -67,7 +88,7 @@ impl ProviderError {
                 reason: "provider endpoint or model not found",
             },
             500..=599 => ProviderError::Unavailable {
-                reason: "provider server error",
+                reason: Self::SERVER_ERROR,
             },
             _ => ProviderError::Unavailable {
                 reason: "unexpected provider status",

@@ -1,20 +1,26 @@
 //! Providers: who answers a validated request.
 //!
-//! A [`Provider`] turns an [`ApiRequest`] (chat completions, embeddings or responses) into a [`ProviderReply`] (a whole JSON body, or a
-//! stream of server-sent events) or a [`ProviderError`] from the provider table. The
-//! [`Registry`] holds the active provider and the models registered with it; a model outside
-//! the registry is 501 PROVIDER_NOT_CONFIGURED before any provider is called.
+//! A [`Provider`] turns an [`ApiRequest`] (chat completions, embeddings, responses or
+//! messages) into a [`ProviderReply`] (a whole JSON body, or a stream of server-sent events)
+//! or a [`ProviderError`] from the provider table. The [`Registry`] routes each model to its
+//! providers in order, with fallback and a circuit breaker per target; a model outside the
+//! registry is 501 PROVIDER_NOT_CONFIGURED before any provider is called.
 //!
-//! Two providers ship: [`mock::MockProvider`], deterministic and in process, and
-//! [`live::LiveProvider`], any OpenAI-compatible API under a base URL.
+//! Three kinds ship: [`mock::MockProvider`], deterministic and in process;
+//! [`live::LiveProvider`], any OpenAI-compatible API under a base URL; and
+//! [`anthropic::AnthropicProvider`], Anthropic's Messages API, which also serves chat
+//! completions by translation.
 
+pub mod anthropic;
+mod breaker;
 mod error;
 pub mod live;
+mod metrics;
 pub mod mock;
+mod registry;
+mod transport;
 
-use std::collections::BTreeSet;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -27,8 +33,9 @@ pub use error::{
     DEFAULT_RETRY_AFTER_SECS, MAX_DETAIL_CHARS, ProviderError, retry_after_seconds,
     sanitized_detail,
 };
+pub use metrics::ProviderMetrics;
+pub use registry::Registry;
 
-use crate::config::{LlmMode, ProviderConfig};
 use crate::request::ApiRequest;
 
 /// Raw server-sent event bytes, in the order the provider produced them.
@@ -79,11 +86,14 @@ pub struct CallInfo {
     /// `traceparent` (its span id and sampling decision) in place of a fresh child of
     /// `trace_id`.
     pub trace_parent: Option<TraceParent>,
+    /// The client's `anthropic-beta` header: the Messages API features it opts into (Claude
+    /// Code sends it). Only an anthropic provider passes it on.
+    pub anthropic_beta: Option<http::HeaderValue>,
 }
 
 /// Something that answers the provider-backed routes.
 pub trait Provider: Send + Sync + 'static {
-    /// A short name for logs: `mock`, `live`.
+    /// A short name for logs: `mock`, `live`, `anthropic`.
     fn name(&self) -> &'static str;
 
     /// Answers one validated request.
@@ -92,67 +102,4 @@ pub trait Provider: Send + Sync + 'static {
         request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>>;
-}
-
-/// The active provider and the models registered with it.
-#[derive(Clone)]
-pub struct Registry {
-    provider: Arc<dyn Provider>,
-    /// Empty means every model is forwarded (live mode without `SVC_PROVIDER_MODELS`).
-    models: Arc<BTreeSet<String>>,
-}
-
-impl std::fmt::Debug for Registry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry")
-            .field("provider", &self.provider.name())
-            .field("models", &self.models)
-            .finish()
-    }
-}
-
-impl Registry {
-    /// A registry over `provider`; an empty `models` list forwards every model.
-    pub fn new(provider: Arc<dyn Provider>, models: impl IntoIterator<Item = String>) -> Registry {
-        Registry {
-            provider,
-            models: Arc::new(models.into_iter().collect()),
-        }
-    }
-
-    /// The registry the configuration asks for.
-    pub fn from_config(config: &ProviderConfig) -> Result<Registry, live::BuildError> {
-        let provider: Arc<dyn Provider> = match config.mode {
-            LlmMode::Mock => Arc::new(mock::MockProvider::new()),
-            LlmMode::Live => Arc::new(live::LiveProvider::from_config(config)?),
-        };
-        Ok(Registry::new(provider, config.models.iter().cloned()))
-    }
-
-    /// The active provider's name.
-    pub fn provider_name(&self) -> &'static str {
-        self.provider.name()
-    }
-
-    /// The registered model names, sorted; empty when every model is forwarded.
-    pub fn models(&self) -> impl Iterator<Item = &str> {
-        self.models.iter().map(String::as_str)
-    }
-
-    /// True when `model` may be sent to the active provider.
-    pub fn is_registered(&self, model: &str) -> bool {
-        self.models.is_empty() || self.models.contains(model)
-    }
-
-    /// Answers `request` with the active provider, or 501 for an unregistered model.
-    pub async fn complete(
-        &self,
-        request: &ApiRequest,
-        call: &CallInfo,
-    ) -> Result<ProviderReply, ProviderError> {
-        if !self.is_registered(&request.model) {
-            return Err(ProviderError::NotConfigured);
-        }
-        self.provider.complete(request, call).await
-    }
 }

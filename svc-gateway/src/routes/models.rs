@@ -39,7 +39,7 @@ impl ModelsState {
             id,
             object: "model",
             created: self.created,
-            owned_by: self.registry.provider_name(),
+            owned_by: self.registry.owner(id).unwrap_or_default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use svc_tower::error::FieldErrorCode;
 
 use super::schema::{self, Kind, Path, of_kind, one_of, optional, required};
-use super::{Errors, Fields, MAX_CONTENT_BYTES, MAX_MESSAGES};
+use super::{Errors, Fields, MAX_CONTENT_BYTES};
 
 /// The roles OpenAI's chat completions accept.
 pub(super) const ROLES: [&str; 6] = [
@@ -48,25 +48,9 @@ pub(super) fn validate(object: &Map<String, Value>, errors: &mut Errors) -> Fiel
 /// Checks `messages`; returns how many there are.
 fn messages(object: &Map<String, Value>, errors: &mut Errors) -> usize {
     let path = Path::Root("messages");
-    let Some(items) = required(object, &path, Kind::Array, errors).and_then(Value::as_array) else {
+    let Some(items) = schema::message_list(object, errors) else {
         return 0;
     };
-    if items.is_empty() {
-        errors.push(
-            "messages",
-            FieldErrorCode::Required,
-            "messages must not be empty",
-        );
-        return 0;
-    }
-    if items.len() > MAX_MESSAGES {
-        errors.push(
-            "messages",
-            FieldErrorCode::TooMany,
-            "messages has more than 1000 items",
-        );
-        return 0;
-    }
     for (i, item) in items.iter().enumerate() {
         message(item, &path.index(i), errors);
     }

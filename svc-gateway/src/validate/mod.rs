@@ -11,6 +11,7 @@
 mod chat;
 mod embeddings;
 pub mod json;
+mod messages;
 mod responses;
 mod schema;
 
@@ -89,6 +90,7 @@ pub fn request(
         Endpoint::ChatCompletions => chat::validate(&object, &mut errors),
         Endpoint::Embeddings => embeddings::validate(&object, &mut errors),
         Endpoint::Responses => responses::validate(&object, &mut errors),
+        Endpoint::Messages => messages::validate(&object, &mut errors),
     };
     if fields.stream && has_key {
         errors.push(

@@ -7,7 +7,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 use svc_tower::error::FieldErrorCode;
 
-use super::Errors;
+use super::{Errors, MAX_MESSAGES};
 
 /// Where a value sits in the body: `messages[3].content[1].image_url.url`.
 #[derive(Clone, Copy)]
@@ -181,6 +181,32 @@ pub(super) fn token_cap(
     errors: &mut Errors,
 ) -> Option<u64> {
     optional(object, &Path::Root(field), Kind::Integer(1), errors).and_then(Value::as_u64)
+}
+
+/// `messages`: a required array of 1 to [`MAX_MESSAGES`] items.
+pub(super) fn message_list<'v>(
+    object: &'v Map<String, Value>,
+    errors: &mut Errors,
+) -> Option<&'v Vec<Value>> {
+    let items =
+        required(object, &Path::Root("messages"), Kind::Array, errors).and_then(Value::as_array)?;
+    if items.is_empty() {
+        errors.push(
+            "messages",
+            FieldErrorCode::Required,
+            "messages must not be empty",
+        );
+        return None;
+    }
+    if items.len() > MAX_MESSAGES {
+        errors.push(
+            "messages",
+            FieldErrorCode::TooMany,
+            "messages has more than 1000 items",
+        );
+        return None;
+    }
+    Some(items)
 }
 
 /// `tools`: an array of objects, each with a string `type`; a function tool names itself.

@@ -157,12 +157,14 @@ pub(crate) fn python_in(dir: &Path) -> PathBuf {
     dir.join("bin").join("python")
 }
 
-/// Removes what client libraries read from the environment (`OPENAI_*`: base URL, org,
-/// project; proxies): a client must talk to the gateway with exactly what it is given.
+/// Removes what client libraries read from the environment (`OPENAI_*`, `ANTHROPIC_*`: base
+/// URL, keys, org, project; proxies): a client must talk to the gateway with exactly what it
+/// is given.
 pub(crate) fn scrub_env(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy().to_ascii_uppercase();
-        if name.starts_with("OPENAI_") || name.ends_with("_PROXY") {
+        if name.starts_with("OPENAI_") || name.starts_with("ANTHROPIC_") || name.ends_with("_PROXY")
+        {
             command
                 .env_remove(&name)
                 .env_remove(name.to_ascii_lowercase());

@@ -8,6 +8,7 @@
 
 mod chat;
 mod embeddings;
+mod messages;
 mod responses;
 
 use bytes::Bytes;
@@ -47,6 +48,7 @@ impl Provider for MockProvider {
                 Endpoint::ChatCompletions => chat::answer(request),
                 Endpoint::Embeddings => json_reply(embeddings::answer(request)),
                 Endpoint::Responses => responses::answer(request),
+                Endpoint::Messages => messages::answer(request),
             })
         })
     }

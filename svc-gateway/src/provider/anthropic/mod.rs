@@ -1,0 +1,141 @@
+//! The Anthropic provider: `POST {base}/messages` (base `https://api.anthropic.com/v1` by
+//! default), with the provider's key as `x-api-key` and `anthropic-version: 2023-06-01`.
+//!
+//! A `/v1/messages` request travels as the client sent it (the model renamed when its target
+//! says so), and the answer, JSON or SSE, comes back unchanged. A chat completion routed here
+//! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not.
+//! As for every provider, the upstream request is built from scratch: the client's own
+//! `x-api-key`, `Authorization` and `Idempotency-Key` never travel. Its `anthropic-beta`
+//! does, as the features it opts into are part of what it asks for.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{HeaderValue, Uri};
+use http_body_util::Full;
+
+use super::live::BuildError;
+mod request;
+mod response;
+mod stream;
+
+use super::transport::{HttpUpstream, secret_header};
+use super::{CallInfo, Provider, ProviderError, ProviderReply};
+use crate::config::Secret;
+use crate::request::{ApiRequest, Endpoint};
+
+pub use request::DEFAULT_MAX_TOKENS;
+
+/// The Messages API version the gateway speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Anthropic's Messages API over a pooled hyper client.
+#[derive(Clone, Debug)]
+pub struct AnthropicProvider {
+    http: HttpUpstream,
+    messages: Uri,
+    api_key: Option<HeaderValue>,
+}
+
+impl AnthropicProvider {
+    /// A provider calling `{base_url}/messages` with `api_key`, within `timeout`.
+    pub fn new(
+        base_url: &str,
+        api_key: Option<Secret>,
+        timeout: Duration,
+    ) -> Result<AnthropicProvider, BuildError> {
+        let messages = format!(
+            "{}{}",
+            base_url.trim_end_matches('/'),
+            Endpoint::Messages.upstream_path()
+        )
+        .parse::<Uri>()
+        .map_err(|_| BuildError::BaseUrl)?;
+        let api_key_header = match &api_key {
+            Some(key) => Some(secret_header(key.expose()).ok_or(BuildError::ApiKey)?),
+            None => None,
+        };
+        Ok(AnthropicProvider {
+            http: HttpUpstream::new(timeout, api_key)?,
+            messages,
+            api_key: api_key_header,
+        })
+    }
+
+    /// Sends a Messages body.
+    async fn send(
+        &self,
+        body: Bytes,
+        stream: bool,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        let mut builder = HttpUpstream::post(&self.messages, stream, call)
+            .header("anthropic-version", ANTHROPIC_VERSION);
+        if let Some(key) = &self.api_key {
+            builder = builder.header("x-api-key", key.clone());
+        }
+        if let Some(beta) = &call.anthropic_beta {
+            builder = builder.header("anthropic-beta", beta.clone());
+        }
+        let upstream = builder
+            .body(Full::new(body))
+            .map_err(|_| ProviderError::Unavailable {
+                reason: "could not build the provider request",
+            })?;
+        self.http.send(upstream, stream).await
+    }
+
+    async fn call(
+        &self,
+        request: &ApiRequest,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        match request.endpoint {
+            Endpoint::Messages => self.send(request.raw.clone(), request.stream, call).await,
+            Endpoint::ChatCompletions => self.chat(request, call).await,
+            // Neither has a Messages counterpart.
+            Endpoint::Embeddings | Endpoint::Responses => Err(ProviderError::NotConfigured),
+        }
+    }
+
+    /// A chat completion by translation, both ways.
+    async fn chat(
+        &self,
+        request: &ApiRequest,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        let body = Bytes::from(request::body(request)?.to_string());
+        let created = chrono::Utc::now().timestamp();
+        match self.send(body, request.stream, call).await? {
+            ProviderReply::Stream { status, events } => Ok(ProviderReply::Stream {
+                status,
+                events: stream::chunks(events, created),
+            }),
+            ProviderReply::Json { status, body } => {
+                let message: serde_json::Value =
+                    serde_json::from_slice(&body).map_err(|_| ProviderError::Unavailable {
+                        reason: "provider answered with a body that is not JSON",
+                    })?;
+                Ok(ProviderReply::Json {
+                    status,
+                    body: Bytes::from(response::completion(&message, created).to_string()),
+                })
+            }
+        }
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ApiRequest,
+        call: &'a CallInfo,
+    ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
+        Box::pin(self.call(request, call))
+    }
+}

@@ -1,0 +1,314 @@
+//! A chat completion request as a Messages request.
+//!
+//! System and developer messages become `system`; user and assistant turns keep their role,
+//! text parts become text blocks and `image_url` parts image blocks (a data URL as base64, any
+//! other URL as a URL source); an assistant's `tool_calls` become `tool_use` blocks and a
+//! `tool` message a user turn's `tool_result`. Consecutive turns of one role are merged, as
+//! the Messages API wants parallel tool results in one turn. `tools`, `tool_choice`,
+//! `parallel_tool_calls`, `stop`, `temperature`, `top_p` and the token cap carry over; a
+//! request without a cap gets [`DEFAULT_MAX_TOKENS`], which the Messages API requires.
+
+use serde_json::{Map, Value, json};
+
+use crate::provider::ProviderError;
+use crate::request::ApiRequest;
+
+/// `max_tokens` of a chat request that set no cap.
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+fn refused(detail: &str) -> ProviderError {
+    ProviderError::Rejected {
+        detail: Some(detail.to_owned()),
+    }
+}
+
+/// The Messages body for `request` (its model already the upstream's).
+pub(super) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
+    let chat = &request.json;
+    if chat.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        return Err(refused("n above 1 cannot be sent to this model"));
+    }
+    let mut system = Vec::new();
+    let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
+    for message in chat
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let (role, blocks) = match message["role"].as_str().unwrap_or_default() {
+            "system" | "developer" => {
+                system.extend(text_blocks(&message["content"]));
+                continue;
+            }
+            "user" => ("user", user_blocks(&message["content"])?),
+            "assistant" => ("assistant", assistant_blocks(message)),
+            "tool" => ("user", vec![tool_result(message)]),
+            other => {
+                return Err(refused(&format!(
+                    "role {other} cannot be sent to this model"
+                )));
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let mut out = Map::new();
+    out.insert("model".into(), json!(request.model));
+    out.insert(
+        "max_tokens".into(),
+        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
+    );
+    if !system.is_empty() {
+        out.insert("system".into(), Value::Array(system));
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    out.insert("messages".into(), Value::Array(messages));
+    for field in ["temperature", "top_p"] {
+        if let Some(value) = chat.get(field).filter(|v| !v.is_null()) {
+            out.insert(field.into(), value.clone());
+        }
+    }
+    match chat.get("stop") {
+        Some(Value::String(stop)) => {
+            out.insert("stop_sequences".into(), json!([stop]));
+        }
+        Some(Value::Array(stops)) => {
+            out.insert("stop_sequences".into(), Value::Array(stops.clone()));
+        }
+        _ => {}
+    }
+    if let Some(tools) = chat.get("tools").and_then(Value::as_array) {
+        out.insert("tools".into(), tools.iter().filter_map(tool).collect());
+    }
+    if let Some(choice) = tool_choice(chat) {
+        out.insert("tool_choice".into(), choice);
+    }
+    if request.stream {
+        out.insert("stream".into(), Value::Bool(true));
+    }
+    Ok(Value::Object(out))
+}
+
+/// The text of a string or of text parts, as text blocks.
+fn text_blocks(content: &Value) -> Vec<Value> {
+    match content {
+        Value::String(text) if !text.is_empty() => vec![json!({"type": "text", "text": text})],
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or(p["refusal"].as_str()))
+            .filter(|t| !t.is_empty())
+            .map(|text| json!({"type": "text", "text": text}))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn user_blocks(content: &Value) -> Result<Vec<Value>, ProviderError> {
+    let Value::Array(parts) = content else {
+        return Ok(text_blocks(content));
+    };
+    let mut blocks = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part["type"].as_str() {
+            Some("text") => blocks.extend(text_blocks(&Value::Array(vec![part.clone()]))),
+            Some("image_url") => blocks.push(image(part["image_url"]["url"].as_str())?),
+            Some(other) => {
+                return Err(refused(&format!(
+                    "content part {other} cannot be sent to this model"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(blocks)
+}
+
+/// An image block: a `data:` URL as base64, another URL as a URL source.
+fn image(url: Option<&str>) -> Result<Value, ProviderError> {
+    let url = url.unwrap_or_default();
+    let source = match url.strip_prefix("data:") {
+        Some(data) => {
+            let (media_type, payload) = data
+                .split_once(";base64,")
+                .ok_or_else(|| refused("an image data URL must be base64"))?;
+            json!({"type": "base64", "media_type": media_type, "data": payload})
+        }
+        None => json!({"type": "url", "url": url}),
+    };
+    Ok(json!({"type": "image", "source": source}))
+}
+
+fn assistant_blocks(message: &Value) -> Vec<Value> {
+    let mut blocks = text_blocks(&message["content"]);
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+        // The model wrote the arguments; what it wrote goes back as its input, or `{}`.
+        let input: Value = serde_json::from_str(arguments)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        blocks.push(json!({
+            "type": "tool_use",
+            "id": call["id"],
+            "name": call["function"]["name"],
+            "input": input,
+        }));
+    }
+    blocks
+}
+
+fn tool_result(message: &Value) -> Value {
+    json!({
+        "type": "tool_result",
+        "tool_use_id": message["tool_call_id"],
+        "content": text_blocks(&message["content"]),
+    })
+}
+
+fn tool(tool: &Value) -> Option<Value> {
+    let function = tool.get("function")?;
+    let mut out = Map::new();
+    out.insert("name".into(), function.get("name")?.clone());
+    if let Some(description) = function.get("description") {
+        out.insert("description".into(), description.clone());
+    }
+    let schema = function
+        .get("parameters")
+        .filter(|p| p.is_object())
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    out.insert("input_schema".into(), schema);
+    Some(Value::Object(out))
+}
+
+fn tool_choice(chat: &Map<String, Value>) -> Option<Value> {
+    let mut choice = match chat.get("tool_choice") {
+        Some(Value::String(c)) if c == "none" => json!({"type": "none"}),
+        Some(Value::String(c)) if c == "required" => json!({"type": "any"}),
+        Some(Value::Object(c)) => json!({"type": "tool", "name": c.get("function")?.get("name")?}),
+        _ => json!({"type": "auto"}),
+    };
+    let tools = chat.get("tools").and_then(Value::as_array);
+    if tools.is_none_or(|t| t.is_empty()) {
+        return None;
+    }
+    if chat.get("parallel_tool_calls") == Some(&Value::Bool(false)) && choice["type"] != "none" {
+        choice["disable_parallel_tool_use"] = Value::Bool(true);
+    }
+    Some(choice)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::request::Endpoint;
+
+    fn translate(chat: Value) -> Result<Value, ProviderError> {
+        let Value::Object(json) = chat.clone() else {
+            panic!("an object")
+        };
+        body(&ApiRequest {
+            endpoint: Endpoint::ChatCompletions,
+            model: "claude-x".into(),
+            stream: false,
+            message_count: 0,
+            include_usage: false,
+            max_tokens: None,
+            temperature: None,
+            json: Arc::new(json),
+            raw: Bytes::from(chat.to_string()),
+        })
+    }
+
+    #[test]
+    fn a_tool_conversation_becomes_a_messages_request() {
+        let sent = translate(json!({
+            "model": "claude",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                ]},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{\"x\":1}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "look", "arguments": "oops"}},
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "a hat"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}}],
+            "tool_choice": "required",
+            "parallel_tool_calls": false,
+            "stop": "END",
+            "temperature": 0.2,
+        }))
+        .unwrap();
+        assert_eq!(
+            sent["system"],
+            json!([{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}])
+        );
+        assert_eq!(sent["max_tokens"], DEFAULT_MAX_TOKENS);
+        assert_eq!(sent["model"], "claude-x");
+        let messages = sent["messages"].as_array().unwrap();
+        assert_eq!(
+            messages.len(),
+            3,
+            "the two tool results share one user turn"
+        );
+        assert_eq!(
+            messages[0]["content"][1],
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}})
+        );
+        assert_eq!(
+            messages[1]["content"][0],
+            json!({"type": "tool_use", "id": "call_1", "name": "look", "input": {"x": 1}})
+        );
+        assert_eq!(messages[1]["content"][1]["input"], json!({}));
+        assert_eq!(messages[2]["role"], "user");
+        assert_eq!(
+            messages[2]["content"][1],
+            json!({"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "a hat"}]})
+        );
+        assert_eq!(
+            sent["tools"],
+            json!([{"name": "look", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(
+            sent["tool_choice"],
+            json!({"type": "any", "disable_parallel_tool_use": true})
+        );
+        assert_eq!(sent["stop_sequences"], json!(["END"]));
+        assert_eq!(sent["temperature"], 0.2);
+    }
+
+    #[test]
+    fn a_part_without_a_counterpart_is_refused() {
+        let refused = translate(json!({"messages": [{"role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}
+        ]}]}));
+        assert!(matches!(
+            refused,
+            Err(ProviderError::Rejected { detail: Some(_) })
+        ));
+        let refused = translate(json!({"n": 2, "messages": [{"role": "user", "content": "hi"}]}));
+        assert!(matches!(
+            refused,
+            Err(ProviderError::Rejected { detail: Some(_) })
+        ));
+    }
+}

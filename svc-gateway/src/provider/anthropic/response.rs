@@ -1,0 +1,126 @@
+//! A Messages answer as a chat completion: text blocks joined as the content, `tool_use`
+//! blocks as `tool_calls` (their input as the arguments' JSON), `stop_reason` as
+//! `finish_reason`, and the usage's input and output tokens as prompt and completion tokens.
+
+use serde_json::{Value, json};
+
+/// `stop_reason` as `finish_reason`.
+pub(super) fn finish_reason(stop_reason: Option<&str>) -> Option<&'static str> {
+    Some(match stop_reason? {
+        "max_tokens" | "model_context_window_exceeded" => "length",
+        "tool_use" => "tool_calls",
+        "refusal" => "content_filter",
+        _ => "stop",
+    })
+}
+
+/// Every input token the answer was billed for: fresh, written to and read from the cache.
+pub(super) fn prompt_tokens(usage: &Value) -> u64 {
+    [
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ]
+    .iter()
+    .filter_map(|k| usage[*k].as_u64())
+    .sum()
+}
+
+/// The OpenAI usage object of a Messages usage.
+pub(super) fn usage(usage: &Value) -> Value {
+    let prompt = prompt_tokens(usage);
+    let completion = usage["output_tokens"].as_u64().unwrap_or(0);
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    })
+}
+
+/// The chat completion for a Messages answer `message`.
+pub(super) fn completion(message: &Value, created: i64) -> Value {
+    let blocks = message["content"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let text: String = blocks
+        .iter()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    let calls: Vec<Value> = blocks
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| {
+            json!({
+                "id": b["id"],
+                "type": "function",
+                "function": {"name": b["name"], "arguments": b["input"].to_string()},
+            })
+        })
+        .collect();
+    let mut reply = json!({"role": "assistant", "content": null});
+    if !text.is_empty() {
+        reply["content"] = Value::String(text);
+    }
+    if !calls.is_empty() {
+        reply["tool_calls"] = Value::Array(calls);
+    }
+    json!({
+        "id": message["id"],
+        "object": "chat.completion",
+        "created": created,
+        "model": message["model"],
+        "choices": [{
+            "index": 0,
+            "message": reply,
+            "finish_reason": finish_reason(message["stop_reason"].as_str()).unwrap_or("stop"),
+        }],
+        "usage": usage(&message["usage"]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_tool_use_become_a_chat_message() {
+        let message = json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 7},
+        });
+        let chat = completion(&message, 1);
+        assert_eq!(chat["choices"][0]["finish_reason"], "tool_calls");
+        let reply = &chat["choices"][0]["message"];
+        assert_eq!(reply["content"], "Let me look.");
+        assert_eq!(reply["tool_calls"][0]["id"], "toolu_1");
+        assert_eq!(
+            reply["tool_calls"][0]["function"]["arguments"],
+            r#"{"city":"Oslo"}"#
+        );
+        assert_eq!(
+            chat["usage"],
+            json!({"prompt_tokens": 15, "completion_tokens": 7, "total_tokens": 22})
+        );
+    }
+
+    #[test]
+    fn stop_reasons() {
+        for (stop, finish) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("max_tokens", "length"),
+            ("tool_use", "tool_calls"),
+            ("refusal", "content_filter"),
+        ] {
+            assert_eq!(finish_reason(Some(stop)), Some(finish));
+        }
+        assert_eq!(finish_reason(None), None);
+    }
+}

@@ -1,0 +1,113 @@
+//! A fake Anthropic Messages API on loopback. It checks each request with the gateway's own
+//! Messages validator (so a translated chat request must be a valid Messages request),
+//! answers what the mock provider answers (JSON, or named SSE events), records what it was
+//! sent and what it answered, and can be told to fail with a status instead.
+// Each test file that mounts it uses a part.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::response::Response;
+use axum::routing::post;
+use futures_util::StreamExt;
+use http::HeaderMap;
+use serde_json::{Value, json};
+use svc_gateway::provider::mock::MockProvider;
+use svc_gateway::provider::{CallInfo, Provider, ProviderReply};
+use svc_gateway::request::Endpoint;
+use tokio::net::TcpListener;
+
+/// One exchange as the upstream saw it.
+#[derive(Clone, Debug)]
+pub(crate) struct Exchange {
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) answer: Bytes,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// A status and an Anthropic error type to fail with, instead of answering.
+    failure: Mutex<Option<(u16, &'static str)>>,
+    seen: Mutex<Vec<Exchange>>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Anthropic {
+    pub(crate) addr: SocketAddr,
+    inner: Arc<Inner>,
+}
+
+impl Anthropic {
+    pub(crate) async fn start() -> Anthropic {
+        let inner = Arc::new(Inner::default());
+        let app = Router::new()
+            .route("/v1/messages", post(answer))
+            .with_state(inner.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Anthropic { addr, inner }
+    }
+
+    pub(crate) fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub(crate) fn fail_with(&self, status: u16, kind: &'static str) {
+        *self.inner.failure.lock().unwrap() = Some((status, kind));
+    }
+
+    pub(crate) fn seen(&self) -> Vec<Exchange> {
+        self.inner.seen.lock().unwrap().clone()
+    }
+
+    /// The JSON of the last request body.
+    pub(crate) fn last_body(&self) -> Value {
+        serde_json::from_slice(&self.seen().last().expect("a request").body).unwrap()
+    }
+}
+
+async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let failure = *inner.failure.lock().unwrap();
+    let (status, content_type, answer) = if let Some((status, kind)) = failure {
+        let error =
+            json!({"type": "error", "error": {"type": kind, "message": "the fake says no"}});
+        (status, "application/json", Bytes::from(error.to_string()))
+    } else {
+        match svc_gateway::validate::request(Endpoint::Messages, &parts.headers, body.clone()) {
+            Err(rejection) => {
+                let error = json!({"type": "error", "error": {"type": "invalid_request_error",
+                    "message": format!("not a Messages request: {:?}", rejection.field_errors())}});
+                (400, "application/json", Bytes::from(error.to_string()))
+            }
+            Ok(request) => match MockProvider::new()
+                .complete(&request, &CallInfo::default())
+                .await
+                .unwrap()
+            {
+                ProviderReply::Json { body, .. } => (200, "application/json", body),
+                ProviderReply::Stream { events, .. } => {
+                    let frames: Vec<_> = events.map(Result::unwrap).collect().await;
+                    (200, "text/event-stream", Bytes::from(frames.concat()))
+                }
+            },
+        }
+    };
+    inner.seen.lock().unwrap().push(Exchange {
+        headers: parts.headers,
+        body,
+        answer: answer.clone(),
+    });
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Body::from(answer))
+        .unwrap()
+}
