@@ -11,7 +11,6 @@
 pub mod app;
 pub mod auth;
 pub mod config;
-pub mod dev;
 pub mod forward;
 pub mod http_metrics;
 pub mod provider;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use svc_auth_server::config::vars::{parse_bool, parse_duration, parse_positive};
+use svc_runtime::config::{parse_bool, parse_duration, parse_positive};
 
 /// A duration written as a number and a unit (`50ms`, `2s`, `1.5s`, `5m`, `1h`; the parser
 /// every svc binary uses), more than zero and at most a day.

@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use svc_auth_server::store::postgres::pool::{self, PoolSettings};
+use svc_runtime::postgres::{self as pool, PoolSettings};
 use uuid::Uuid;
 
 /// The non-owner role the migrations create; RLS applies to it.
-pub use svc_auth_server::store::postgres::APP_ROLE;
+pub use svc_runtime::postgres::APP_ROLE;
 
 /// Pool size: one write per completed call, off the request path.
 pub const MAX_CONNECTIONS: u32 = 4;
@@ -67,8 +67,8 @@ impl SessionStore {
     /// A lazily connecting pool for `dsn`; every connection runs as [`APP_ROLE`]. Fails only on
     /// a malformed DSN, without echoing it.
     pub fn connect_lazy(dsn: &str) -> Result<SessionStore, InvalidDsn> {
-        // The auth server's pool builder, so both services reach PostgreSQL the same way: the
-        // application role, no statement logging, TCP_NODELAY, bounded waits.
+        // The shared pool builder, so both services reach PostgreSQL the same way: a non-owner
+        // role, no statement logging, TCP_NODELAY, bounded waits.
         let options = pool::connect_options(dsn).map_err(|_| InvalidDsn)?;
         let settings = PoolSettings {
             max_connections: MAX_CONNECTIONS,

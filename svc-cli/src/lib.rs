@@ -1,0 +1,9 @@
+//! The `svc` command line.
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `svc dev` | [`dev`]: the auth plane over an embedded store and the gateway, in one process |
+//!
+//! Every failure is one line on stderr, `error: ...`; bad usage or configuration exits 2.
+
+pub mod dev;
