@@ -151,6 +151,18 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos as u64))
 }
 
+/// A deadline: a duration with a unit, more than zero and at most a day.
+///
+/// A bare number is refused: `50` could mean milliseconds or seconds, and a deadline off by a
+/// factor of a thousand is worse than a refusal to start.
+pub fn parse_timeout(value: &str) -> Result<Duration, String> {
+    let parsed = parse_duration(value.trim())?;
+    if parsed.is_zero() || parsed > Duration::from_secs(86_400) {
+        return Err(format!("{value:?} must be more than 0 and at most 24h"));
+    }
+    Ok(parsed)
+}
+
 /// A positive integer.
 pub fn parse_positive<T>(value: &str) -> Result<T, String>
 where

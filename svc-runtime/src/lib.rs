@@ -8,10 +8,13 @@
 //! | [`telemetry`] | log setup (`SVC_LOG_LEVEL`, `SVC_LOG_FORMAT`) and OTLP trace export (`OTEL_*`) |
 //! | [`shutdown`] | the SIGINT/SIGTERM future |
 //! | [`postgres`] | the pool that runs as a non-owner role, and org-scoped transactions |
+//! | `auth_client` | (feature `auth-client`) the auth service's address, TLS and deadline, and the one channel built from them |
 //!
 //! A configuration error is printed by the binaries as one line, `error: VAR: problem`, with
 //! exit code [`config::EXIT_CONFIG`].
 
+#[cfg(feature = "auth-client")]
+pub mod auth_client;
 pub mod config;
 pub mod postgres;
 pub mod secret;

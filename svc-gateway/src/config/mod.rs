@@ -17,13 +17,14 @@ use std::time::Duration;
 use http::HeaderName;
 
 pub use svc_runtime::Secret;
+pub use svc_runtime::auth_client::AuthClientConfig as AuthConfig;
 pub use svc_runtime::config::{ConfigError, Environment, Vars};
 pub use svc_runtime::telemetry::otel::OtelSettings;
 pub use svc_runtime::telemetry::{LogFormat, LogLevel, LogSettings};
-pub use types::{AuthConfig, LlmMode, ProviderConfig};
+pub use types::{LlmMode, ProviderConfig};
 pub use vars::*;
 
-use sections::{auth_config, header_name, http_url, provider_config};
+use sections::{header_name, http_url, provider_config};
 
 /// The process exit code for a configuration error.
 pub const EXIT_CONFIG: i32 = svc_runtime::config::EXIT_CONFIG as i32;
@@ -104,7 +105,7 @@ impl Config {
         let production = env == Environment::Production;
 
         let port = vars.parse_or(SVC_PORT, DEFAULT_PORT, parse::positive)?;
-        let auth = auth_config(vars, production)?;
+        let auth = AuthConfig::from_vars(vars, production, DEFAULT_AUTH_VALIDATE_TIMEOUT)?;
         let redis_url = vars.get(REDIS_URL).map(Secret::new);
         if let Some(url) = &redis_url {
             let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]

@@ -3,84 +3,9 @@
 use http::HeaderName;
 
 use super::parse;
-use super::types::{AuthConfig, LlmMode, ProviderConfig};
+use super::types::{LlmMode, ProviderConfig};
 use super::vars::*;
-use super::{
-    ConfigError, DEFAULT_AUTH_VALIDATE_TIMEOUT, DEFAULT_MOCK_MODEL, DEFAULT_PROVIDER_TIMEOUT,
-    Secret, Vars,
-};
-
-pub(super) fn auth_config(vars: &Vars, production: bool) -> Result<AuthConfig, ConfigError> {
-    let raw = vars
-        .get(SVC_AUTH_GRPC_ADDR)
-        .ok_or_else(|| ConfigError::new(SVC_AUTH_GRPC_ADDR, "is required (host:port)"))?;
-    let (tls, host_port) = if let Some(rest) = raw.strip_prefix("https://") {
-        (true, rest)
-    } else if let Some(rest) = raw.strip_prefix("http://") {
-        (false, rest)
-    } else if raw.contains("://") {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_ADDR,
-            "scheme must be http or https",
-        ));
-    } else {
-        (false, raw)
-    };
-    let host_port = host_port.trim_end_matches('/');
-    parse::host_port(host_port).map_err(|reason| ConfigError::new(SVC_AUTH_GRPC_ADDR, reason))?;
-    let scheme = if tls { "https" } else { "http" };
-    let allow_plaintext = vars.parse_or(SVC_GRPC_ALLOW_PLAINTEXT, false, parse::boolean)?;
-    if production && !tls && !allow_plaintext {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_ADDR,
-            "production requires https:// (or SVC_GRPC_ALLOW_PLAINTEXT=true)",
-        ));
-    }
-    let tls_ca = vars.get(SVC_AUTH_GRPC_TLS_CA).map(str::to_owned);
-    if tls && tls_ca.is_none() {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_TLS_CA,
-            "is required with an https:// SVC_AUTH_GRPC_ADDR",
-        ));
-    }
-    let tls_cert = vars.get(SVC_AUTH_GRPC_TLS_CERT).map(str::to_owned);
-    let tls_key = vars.get(SVC_AUTH_GRPC_TLS_KEY).map(str::to_owned);
-    if tls_cert.is_some() != tls_key.is_some() {
-        let missing = if tls_cert.is_none() {
-            SVC_AUTH_GRPC_TLS_CERT
-        } else {
-            SVC_AUTH_GRPC_TLS_KEY
-        };
-        return Err(ConfigError::new(
-            missing,
-            "client certificate and key go together",
-        ));
-    }
-    // tonic only speaks TLS to an https:// URI: with http:// the files would be read and then
-    // silently unused, leaving the channel in plaintext.
-    let tls_files = [
-        (SVC_AUTH_GRPC_TLS_CA, &tls_ca),
-        (SVC_AUTH_GRPC_TLS_CERT, &tls_cert),
-        (SVC_AUTH_GRPC_TLS_KEY, &tls_key),
-    ];
-    if let Some((var, _)) = tls_files.iter().find(|(_, file)| file.is_some() && !tls) {
-        return Err(ConfigError::new(
-            var,
-            "needs an https:// SVC_AUTH_GRPC_ADDR (over http the channel would be plaintext)",
-        ));
-    }
-    Ok(AuthConfig {
-        endpoint: format!("{scheme}://{host_port}"),
-        validate_timeout: vars.parse_or(
-            SVC_AUTH_VALIDATE_TIMEOUT,
-            DEFAULT_AUTH_VALIDATE_TIMEOUT,
-            parse::duration,
-        )?,
-        tls_ca,
-        tls_cert,
-        tls_key,
-    })
-}
+use super::{ConfigError, DEFAULT_MOCK_MODEL, DEFAULT_PROVIDER_TIMEOUT, Secret, Vars};
 
 pub(super) fn provider_config(
     vars: &Vars,

@@ -11,21 +11,6 @@ pub enum LlmMode {
     Live,
 }
 
-/// How the gateway reaches the auth service.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AuthConfig {
-    /// The gRPC endpoint as a URI: `http://host:port` or `https://host:port`.
-    pub endpoint: String,
-    /// The ValidateToken deadline.
-    pub validate_timeout: Duration,
-    /// Client TLS material (`SVC_AUTH_GRPC_TLS_*`), paths as given.
-    pub tls_ca: Option<String>,
-    /// Client certificate for mutual TLS.
-    pub tls_cert: Option<String>,
-    /// Client key for mutual TLS.
-    pub tls_key: Option<String>,
-}
-
 /// The provider registry and how to reach a live provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
