@@ -2,8 +2,10 @@
 
 const USAGE: &str = "\
 usage: svc dev
+       svc token create | list | revoke [OPTIONS] [--json]
 
   dev    the auth server (embedded store) and the gateway in one process, for development
+  token  create, list and revoke tokens on an auth server (svc token --help)
 
 Configuration comes from the environment (SVC_PORT, SVC_DEV_DATA_DIR, ...).";
 
@@ -15,6 +17,7 @@ async fn main() {
         .collect();
     let code = match args.first().map(String::as_str) {
         Some("dev") => svc_cli::dev::main(&args[1..]).await,
+        Some("token") => svc_cli::token::main(&args[1..]).await,
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             0
