@@ -84,6 +84,7 @@ async fn fresh_tokens(bench: &Bench, n: usize) -> Vec<String> {
                         name: None,
                         secret_hash,
                         expires_at: None,
+                        issuer_token_id: None,
                     },
                 )
                 .await

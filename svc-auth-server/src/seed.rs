@@ -263,6 +263,7 @@ pub async fn mint<S: Store>(
                 name: Some(name.to_owned()),
                 secret_hash,
                 expires_at: None,
+                issuer_token_id: None,
             },
         )
         .await?;

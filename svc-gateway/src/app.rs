@@ -1,18 +1,22 @@
 //! The gateway assembled: dependencies built from the configuration, then the route table and
 //! the layer stack around it.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
 use svc_tower::agent::AgentCheckLayer;
-use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
+use svc_tower::auth::{AuthFailureLimit, GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
+use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::error::ErrorCode;
 use svc_tower::health::Readiness;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
@@ -28,14 +32,15 @@ use tower::util::BoxCloneSyncService;
 
 use crate::config::Config;
 use crate::forward::Forward;
+use crate::http_metrics::HttpMetrics;
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
-use crate::routes::{self, chat::ChatState};
+use crate::request::Endpoint;
+use crate::routes::{self, forward::ForwardState, models::ModelsState};
 use crate::server::{self, Running};
 use crate::session::{self, SessionStore};
+use crate::usage::TokenMetrics;
 
-/// The canonical chat route, for idempotency fingerprints.
-pub const CHAT_ROUTE: &str = "/v1/chat/completions";
 /// How much longer than the provider timeout an idempotency claim lives.
 pub const PENDING_TTL_MARGIN: Duration = Duration::from_secs(30);
 
@@ -71,9 +76,13 @@ pub struct Gateway {
     redis: Option<RedisPool>,
     sessions: Option<SessionStore>,
     metrics: ProxyMetrics,
+    tokens: TokenMetrics,
+    http_metrics: HttpMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
     rate_limit: Option<Arc<dyn RateLimitStore>>,
+    /// When the gateway was built (Unix seconds).
+    started: i64,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -110,6 +119,10 @@ impl Gateway {
         let metrics = ProxyMetrics::new();
         let mut prometheus = PromRegistry::default();
         metrics.register(&mut prometheus);
+        let tokens = TokenMetrics::default();
+        tokens.register(&mut prometheus);
+        let http_metrics = HttpMetrics::new(metrics.clone());
+        http_metrics.register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
         process_up.set(1);
         prometheus.register(
@@ -125,9 +138,12 @@ impl Gateway {
             redis,
             sessions,
             metrics,
+            tokens,
+            http_metrics,
             prometheus: Arc::new(prometheus),
             readiness,
             rate_limit: None,
+            started: chrono::Utc::now().timestamp(),
         })
     }
 
@@ -191,8 +207,13 @@ impl Gateway {
             // A claim must outlive the slowest provider call, or a retry would run it twice.
             .pending_ttl(self.config.provider.timeout + PENDING_TTL_MARGIN)
             .metrics(self.metrics.clone())
-            // Both chat paths are one route: a retry through the alias replays.
-            .route_fn(|_| CHAT_ROUTE.to_owned());
+            // An answer cut off mid-body came from a failing provider.
+            .broken_body_error(ErrorCode::ProviderUnavailable)
+            // A route and its alias are one route: a retry through the alias replays.
+            .route_fn(|parts| match Endpoint::from_path(parts.uri.path()) {
+                Some(endpoint) => endpoint.route().to_owned(),
+                None => parts.uri.path().to_owned(),
+            });
         let service = ServiceBuilder::new()
             .map_response(|response: http::Response<_>| response.map(axum::body::Body::new))
             .layer(idempotency)
@@ -200,45 +221,94 @@ impl Gateway {
         BoxCloneSyncService::new(service)
     }
 
+    /// Rejected tokens per client address, shared by every protected route; `None` when
+    /// `SVC_AUTH_FAILURES_PER_MINUTE=0`. Forged tokens are free to make (the checksum is
+    /// public) and each would cost the auth service a database read.
+    fn auth_failure_limit(&self) -> Option<AuthFailureLimit> {
+        let per_minute = self.config.auth_failures_per_minute;
+        let limit = AuthFailureLimit::per_minute(per_minute)
+            .socket_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0));
+        let limit = match &self.config.trusted_proxy_header {
+            Some(header) => limit.trusted_header(header.clone()),
+            None => limit,
+        };
+        (per_minute > 0).then_some(limit)
+    }
+
     /// The route table inside the layer stack.
     pub fn router(&self) -> Router {
         let config = &self.config;
-        let pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        let mut pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        if let Some(limit) = self.auth_failure_limit() {
+            pat_auth = pat_auth.failure_limit(limit);
+        }
         let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
+        let forward = self.forward_service();
 
-        let chat_state = ChatState {
-            forward: self.forward_service(),
-            sessions: self.sessions.clone(),
-            max_body: config.max_request_body_bytes,
+        // A provider-backed route, outermost first. `route_layer`, so a wrong method is a 405
+        // before any authentication.
+        let provider_route = |endpoint: Endpoint, permission: RequirePermissionLayer| {
+            let state = ForwardState {
+                endpoint,
+                forward: forward.clone(),
+                sessions: self.sessions.clone(),
+                tokens: self.tokens.clone(),
+                max_body: config.max_request_body_bytes,
+            };
+            post(routes::forward::forward)
+                .with_state(state)
+                .route_layer(
+                    ServiceBuilder::new()
+                        // Sessions first: every answer, rejections included, echoes the id.
+                        .layer(axum::middleware::from_fn(session::session_layer))
+                        // A declared oversize body is refused before any I/O, a streamed one as
+                        // the handler reads it.
+                        .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                        // The token, before anything that costs more than a header check.
+                        .layer(pat_auth.clone())
+                        // The agent, with the token's org (never the client's word for it).
+                        .layer(agent_check.clone())
+                        // The route's permission: a 403 costs no Redis round trip and no provider.
+                        .layer(permission)
+                        // The limit is per org, known only after authentication; it runs before
+                        // the body is parsed, so a refused request costs one Redis round trip.
+                        .layer(rate_limit.clone()),
+                )
         };
-        // Protected routes, outermost first. `route_layer`, so a wrong method is a 405 before
-        // any authentication.
-        let chat = post(routes::chat::chat).with_state(chat_state).route_layer(
-            ServiceBuilder::new()
-                // Sessions first: every chat answer, rejections included, echoes the id.
-                .layer(axum::middleware::from_fn(session::session_layer))
-                // A declared oversize body is refused before any I/O, a streamed one as the
-                // handler reads it.
-                .layer(BodyLimitLayer::new(config.max_request_body_bytes))
-                // The token, before anything that costs more than a header check.
-                .layer(pat_auth.clone())
-                // The agent, with the token's org (never the client's word for it).
-                .layer(agent_check.clone())
-                // Chat needs CHAT_COMPLETIONS: a 403 costs no Redis round trip and no provider.
-                .layer(RequirePermissionLayer::chat_completions())
-                // The limit is per org, known only after authentication; it runs before the
-                // body is parsed, so a refused request costs one Redis round trip.
-                .layer(rate_limit.clone()),
+        let chat = provider_route(
+            Endpoint::ChatCompletions,
+            RequirePermissionLayer::chat_completions(),
+        );
+        let responses = provider_route(
+            Endpoint::Responses,
+            RequirePermissionLayer::chat_completions(),
+        );
+        let embeddings = provider_route(
+            Endpoint::Embeddings,
+            RequirePermissionLayer::new(Permissions::EMBEDDINGS),
         );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
-                .layer(pat_auth)
-                .layer(agent_check)
+                .layer(pat_auth.clone())
+                .layer(agent_check.clone())
                 .layer(rate_limit),
         );
+        // The model list is what clients call to test a connection: a valid token and agent,
+        // no permission bit, and no rate limit, so a health poll never spends the org's budget.
+        let models_state = ModelsState {
+            registry: self.registry.clone(),
+            created: self.started,
+        };
+        let identified = ServiceBuilder::new().layer(pat_auth).layer(agent_check);
+        let models = get(routes::models::list)
+            .with_state(models_state.clone())
+            .route_layer(identified.clone());
+        let model = get(routes::models::retrieve)
+            .with_state(models_state)
+            .route_layer(identified);
         let ops = Router::new()
             .route("/health", get(routes::ops::health))
             .route(
@@ -248,11 +318,24 @@ impl Gateway {
             .route(
                 "/metrics",
                 get(routes::ops::metrics).with_state(self.prometheus.clone()),
-            );
+            )
+            .route("/openapi.json", get(routes::openapi::document));
 
-        Router::new()
-            .route(CHAT_ROUTE, chat.clone())
-            .route("/proxy/v1/chat/completions", chat)
+        let mut router = Router::new();
+        for (endpoint, route) in [
+            (Endpoint::ChatCompletions, chat),
+            (Endpoint::Responses, responses),
+            (Endpoint::Embeddings, embeddings),
+        ] {
+            router = router
+                .route(endpoint.route(), route.clone())
+                .route(endpoint.alias(), route);
+        }
+        router
+            .route("/v1/models", models.clone())
+            .route("/proxy/v1/models", models)
+            .route("/v1/models/{*model}", model.clone())
+            .route("/proxy/v1/models/{*model}", model)
             .route("/v1/orgs/{org_id}/auth-probe", probe)
             .merge(ops)
             .method_not_allowed_fallback(routes::method_not_allowed)
@@ -275,9 +358,10 @@ impl Gateway {
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
-                    // Counts final statuses by route template, rejections included.
+                    // Counts final statuses by route template, rejections included, and the
+                    // gateway's own cost of each provider call.
                     .layer(axum::middleware::from_fn_with_state(
-                        self.metrics.clone(),
+                        self.http_metrics.clone(),
                         crate::http_metrics::record,
                     )),
             )

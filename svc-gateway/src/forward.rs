@@ -16,12 +16,15 @@ use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
+use crate::http_metrics::ProviderWait;
 use crate::provider::{CallInfo, ProviderReply, Registry};
+use crate::request::ApiRequest;
 use crate::sse::SseBody;
-use crate::validate::ChatRequest;
+use crate::usage::{self, Report, UsageReporter};
 
-/// Calls the provider registry with the [`ChatRequest`] the handler put in the request
-/// extensions (as an `Arc<ChatRequest>`).
+/// Calls the provider registry with the [`ApiRequest`] the handler put in the request
+/// extensions (as an `Arc<ApiRequest>`), and reports the call's usage through the
+/// [`UsageReporter`] beside it, once the answer is complete.
 #[derive(Clone, Debug)]
 pub struct Forward {
     registry: Registry,
@@ -48,7 +51,8 @@ impl<B> Service<Request<B>> for Forward {
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let chat = request.extensions().get::<Arc<ChatRequest>>().cloned();
+        let chat = request.extensions().get::<Arc<ApiRequest>>().cloned();
+        let reporter = request.extensions().get::<UsageReporter>().cloned();
         let request_id = request
             .extensions()
             .get::<RequestId>()
@@ -71,8 +75,16 @@ impl<B> Service<Request<B>> for Forward {
                 trace_id,
                 trace_parent,
             };
-            let response = match registry.complete(&chat, &call).await {
+            let waited = std::time::Instant::now();
+            let reply = registry.complete(&chat, &call).await;
+            let wait = ProviderWait(waited.elapsed());
+            let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
+                    if let Some(reporter) = &reporter {
+                        reporter.report(Report {
+                            usage: usage::from_json(&body),
+                        });
+                    }
                     let mut response = Response::new(Body::from(body));
                     *response.status_mut() = status;
                     response.headers_mut().insert(
@@ -83,11 +95,18 @@ impl<B> Service<Request<B>> for Forward {
                 }
                 Ok(ProviderReply::Stream { status, events }) => {
                     SseBody::new(events, request_id.to_string(), docs_base)
+                        .report_usage(reporter, chat.asks_usage_for_client())
                         .into_response(status)
                         .map(Body::new)
                 }
-                Err(error) => error.to_api_error().into_response_with(Body::empty()),
+                Err(error) => {
+                    if let Some(reporter) = &reporter {
+                        reporter.report(Report::default());
+                    }
+                    error.to_api_error().into_response_with(Body::empty())
+                }
             };
+            response.extensions_mut().insert(wait);
             Ok(response)
         })
     }

@@ -1,19 +1,61 @@
-//! `svc_proxy_requests_total{route, method, code}` and `svc_proxy_request_duration_seconds`.
+//! `svc_proxy_requests_total{route, method, code}`, `svc_proxy_request_duration_seconds` and
+//! `svc_proxy_overhead_seconds`.
+//!
+//! The overhead of a call is the time it spent in the gateway minus the time it waited on the
+//! provider (to the response head): what the gateway itself costs, the figure the load harness
+//! measures from outside. Calls that never reached a provider are not in it.
 //!
 //! Labels stay bounded: the route is the matched template (`/v1/orgs/{org_id}/auth-probe`),
 //! never the raw path, and `unmatched` for the 404 fallback; methods outside the standard
 //! set count as `OTHER`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use http::Method;
-use svc_tower::metrics::{ProxyMetrics, RequestLabels};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use svc_tower::metrics::{ProxyMetrics, RequestLabels, latency_histogram};
+
+/// How long a call waited on its provider, to the response head: in the response extensions
+/// of every call that reached one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderWait(pub Duration);
+
+/// The handles this middleware records into.
+#[derive(Clone, Debug)]
+pub struct HttpMetrics {
+    proxy: ProxyMetrics,
+    overhead: Histogram,
+}
+
+impl HttpMetrics {
+    /// Records into `proxy`'s request handles and a fresh overhead histogram.
+    pub fn new(proxy: ProxyMetrics) -> HttpMetrics {
+        HttpMetrics {
+            proxy,
+            overhead: latency_histogram(),
+        }
+    }
+
+    /// Registers `svc_proxy_overhead_seconds` (the request handles are `proxy`'s to register).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_proxy_overhead_seconds",
+            "Time a provider call spent in the gateway, less its wait on the provider",
+            self.overhead.clone(),
+        );
+    }
+}
 
 /// Records one request; runs inside the router so the matched route is known.
-pub async fn record(State(metrics): State<ProxyMetrics>, request: Request, next: Next) -> Response {
+pub async fn record(State(http): State<HttpMetrics>, request: Request, next: Next) -> Response {
+    let HttpMetrics {
+        proxy: metrics,
+        overhead,
+    } = http;
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -29,6 +71,10 @@ pub async fn record(State(metrics): State<ProxyMetrics>, request: Request, next:
         started: Instant::now(),
     };
     let response = next.run(request).await;
+    if let Some(ProviderWait(wait)) = response.extensions().get::<ProviderWait>() {
+        let spent = pending.started.elapsed().saturating_sub(*wait);
+        overhead.observe(spent.as_secs_f64());
+    }
     pending.finish(response.status().as_u16());
     response
 }

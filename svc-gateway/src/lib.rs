@@ -6,7 +6,8 @@
 //!
 //! The request path, outermost first (see [`app`](fn@crate::app)): RequestId, the exported
 //! request span, ErrorEnvelope, metrics, then on protected routes BodyLimit, PatAuth,
-//! AgentCheck, OrgRateLimit, the handler (parse and validate), Idempotency and the provider.
+//! AgentCheck, the route's permission, OrgRateLimit, the handler (parse and validate),
+//! Idempotency and the provider.
 
 pub mod app;
 pub mod auth;
@@ -15,12 +16,14 @@ pub mod forward;
 pub mod http_metrics;
 pub mod provider;
 pub mod readiness;
+pub mod request;
 pub mod request_span;
 pub mod routes;
 pub mod server;
 pub mod session;
 pub mod sse;
 pub mod telemetry;
+pub mod usage;
 pub mod validate;
 
 pub use app::{Gateway, StartError, app};

@@ -67,7 +67,9 @@ pub async fn serve(router: Router, listen: SocketAddr) -> std::io::Result<Runnin
         let shutdown = async {
             let _ = rx.await;
         };
-        if let Err(error) = axum::serve(listener, router)
+        // ConnectInfo: the client address PatAuth's failure limit counts by.
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        if let Err(error) = axum::serve(listener, service)
             .with_graceful_shutdown(shutdown)
             .await
         {

@@ -11,6 +11,11 @@
 //! on, the client would read the fragment as an event of its own: the official OpenAI SDKs
 //! then fail on its JSON and never reach the error event. So a failure drops the unfinished
 //! tail and the error event follows whole events only.
+//!
+//! Events are passed through as the provider wrote them, `event:` lines included. Those that
+//! report usage are read on the way (see [`crate::usage`]); the usage chunk the gateway asked
+//! for on the client's behalf is dropped. The usage is reported when the stream ends, however
+//! it ends.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -22,6 +27,8 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body::{Body, Frame};
 
 use crate::provider::{EventStream, ProviderError};
+use crate::session::Usage;
+use crate::usage::{self, Report, UsageReporter};
 
 /// `X-Accel-Buffering`: tells nginx-style proxies in front not to buffer the stream.
 pub static X_ACCEL_BUFFERING: http::HeaderName = http::HeaderName::from_static("x-accel-buffering");
@@ -37,6 +44,12 @@ pub struct SseBody {
     docs_base: Option<Arc<str>>,
     /// What came after the last event boundary: not sent yet.
     unfinished: BytesMut,
+    /// Where the usage goes when the stream ends.
+    reporter: Option<UsageReporter>,
+    /// Drop the chat chunk that only carries usage (the client did not ask for it).
+    strip_usage_chunk: bool,
+    /// The usage the stream reported so far.
+    usage: Option<Usage>,
 }
 
 impl std::fmt::Debug for SseBody {
@@ -55,6 +68,58 @@ impl SseBody {
             request_id,
             docs_base,
             unfinished: BytesMut::new(),
+            reporter: None,
+            strip_usage_chunk: false,
+            usage: None,
+        }
+    }
+
+    /// Reports the stream's usage through `reporter` when it ends; with `strip_usage_chunk`,
+    /// the chat chunk that carries only usage is not passed on.
+    pub fn report_usage(
+        mut self,
+        reporter: Option<UsageReporter>,
+        strip_usage_chunk: bool,
+    ) -> SseBody {
+        self.reporter = reporter;
+        self.strip_usage_chunk = strip_usage_chunk;
+        self
+    }
+
+    /// Reads the usage of the whole events in `data`; drops the usage-only chunk when asked.
+    /// Returns `None` when nothing is left to send.
+    fn observe(&mut self, data: Bytes) -> Option<Bytes> {
+        let wanted = self.reporter.is_some() || self.strip_usage_chunk;
+        if !wanted || !usage::mentions_usage(&data) {
+            return Some(data);
+        }
+        let mut kept = BytesMut::new();
+        let mut dropped = false;
+        for event in split_events(&data) {
+            if usage::mentions_usage(event) {
+                let payload = event_data(event);
+                if let Some(found) = usage::from_json(&payload) {
+                    self.usage = Some(found);
+                    if self.strip_usage_chunk && usage::is_usage_only_chunk(&payload) {
+                        dropped = true;
+                        continue;
+                    }
+                }
+            }
+            kept.extend_from_slice(event);
+        }
+        if !dropped {
+            return Some(data);
+        }
+        (!kept.is_empty()).then(|| kept.freeze())
+    }
+
+    /// Sends the usage read so far, once.
+    fn finish(&mut self) {
+        if let Some(reporter) = self.reporter.take() {
+            reporter.report(Report {
+                usage: self.usage.take(),
+            });
         }
     }
 
@@ -100,6 +165,53 @@ impl SseBody {
     }
 }
 
+impl Drop for SseBody {
+    fn drop(&mut self) {
+        // A client that leaves mid-stream still has the tokens sent so far counted.
+        self.finish();
+    }
+}
+
+/// The whole events of `data`, each with its blank line.
+fn split_events(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = first_boundary_end(rest).unwrap_or(rest.len());
+        let (event, tail) = rest.split_at(end);
+        rest = tail;
+        Some(event)
+    })
+}
+
+/// Where the first blank line in `data` ends.
+fn first_boundary_end(data: &[u8]) -> Option<usize> {
+    [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
+        .into_iter()
+        .filter_map(|blank| {
+            data.windows(blank.len())
+                .position(|w| w == blank)
+                .map(|at| at + blank.len())
+        })
+        .min()
+}
+
+/// The `data:` lines of one event, joined as SSE joins them.
+fn event_data(event: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for line in event.split(|b| *b == b'\n' || *b == b'\r') {
+        if let Some(value) = line.strip_prefix(b"data:") {
+            if !payload.is_empty() {
+                payload.push(b'\n');
+            }
+            payload.extend_from_slice(value.strip_prefix(b" ").unwrap_or(value));
+        }
+    }
+    payload
+}
+
 fn ends_on_boundary(data: &[u8]) -> bool {
     data.ends_with(b"\n\n") || data.ends_with(b"\r\n\r\n") || data.ends_with(b"\r\r")
 }
@@ -134,10 +246,12 @@ impl Body for SseBody {
                     self.events = None;
                     // A clean end: whatever the provider sent last is passed on as it is.
                     let tail = self.unfinished.split().freeze();
-                    return Poll::Ready((!tail.is_empty()).then(|| Ok(Frame::data(tail))));
+                    let tail = self.observe(tail).filter(|t| !t.is_empty());
+                    self.finish();
+                    return Poll::Ready(tail.map(|t| Ok(Frame::data(t))));
                 }
                 Poll::Ready(Some(Ok(data))) => {
-                    if let Some(events) = self.complete_events(data) {
+                    if let Some(events) = self.complete_events(data).and_then(|e| self.observe(e)) {
                         return Poll::Ready(Some(Ok(Frame::data(events))));
                     }
                 }
@@ -146,6 +260,7 @@ impl Body for SseBody {
                     let event = self.error_event(&error);
                     self.events = None;
                     self.unfinished.clear();
+                    self.finish();
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
             }

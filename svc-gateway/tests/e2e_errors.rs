@@ -123,7 +123,7 @@ async fn every_error_table_row() {
         .body(Full::default())
         .unwrap();
     assert_envelope(&send(&http, request).await, 405, "METHOD_NOT_ALLOWED");
-    let request = Request::get(format!("{}/v1/models", gateway.url()))
+    let request = Request::get(format!("{}/v1/no-such-route", gateway.url()))
         .body(Full::default())
         .unwrap();
     assert_envelope(&send(&http, request).await, 404, "NOT_FOUND");

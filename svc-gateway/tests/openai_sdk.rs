@@ -10,11 +10,15 @@
 //!
 //! The SDK comes from the system `python3` when it has one, else from a virtualenv under the
 //! target directory (`openai-venv`, made once with `pip install openai`, then reused). Without
-//! `python3` at all the test says so and passes.
+//! `python3`, or without a registry to install it from, the test says why and passes.
 #![cfg(unix)]
 
 #[path = "openai_sdk/checks.rs"]
 mod checks;
+#[path = "openai_sdk/install.rs"]
+mod install;
+#[path = "openai_sdk/plane.rs"]
+mod plane;
 #[path = "openai_sdk/python.rs"]
 mod python;
 mod support;
@@ -25,15 +29,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::json;
-use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
-use svc_auth_server::store::AgentStatus;
-use svc_auth_server::store::postgres::PoolSettings;
-use svc_auth_server::{RunningServer, Server};
 use svc_gateway::Gateway;
 use svc_gateway::provider::mock::{MOCK_REPLY, MockProvider};
 use svc_gateway::provider::{CallInfo, Provider, ProviderError, ProviderReply, Registry};
-use svc_gateway::validate::ChatRequest;
-use svc_testkit::TestDb;
+use svc_gateway::request::ApiRequest;
 use tokio::sync::Notify;
 
 /// The mock's model.
@@ -64,7 +63,7 @@ impl Provider for Holding {
 
     fn complete<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
         Box::pin(async move {
@@ -102,26 +101,6 @@ fn cut_stream() -> ProviderReply {
     }
 }
 
-/// The auth server on a fresh database, seeded with one org and an agent in every status.
-async fn auth_plane() -> (TestDb, RunningServer, SeedOutput) {
-    let db = TestDb::create().await;
-    svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
-        .await
-        .expect("migrate");
-    let config = svc_auth_server::Config::local(db.url());
-    let auth = Server::start(config.clone())
-        .await
-        .expect("auth server starts");
-    let options = SeedOptions {
-        org_id: None,
-        agent_statuses: AgentStatus::ALL.to_vec(),
-    };
-    let seed = seed::run_with_config(&config, &options)
-        .await
-        .expect("seed");
-    (db, auth, seed)
-}
-
 async fn gateway(auth: SocketAddr) -> svc_gateway::Running {
     let redis = svc_testkit::redis_url();
     let prefix = svc_testkit::redis_prefix();
@@ -149,33 +128,29 @@ async fn gateway(auth: SocketAddr) -> svc_gateway::Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_works_unchanged() {
-    let Some(python) = tokio::task::spawn_blocking(python::sdk_python)
+    let python = match tokio::task::spawn_blocking(python::sdk_python)
         .await
         .unwrap()
-    else {
-        println!("skipped: python3 is not installed, so the OpenAI Python SDK cannot run");
-        return;
+    {
+        Ok(python) => python,
+        Err(why) => {
+            println!("skipped: the OpenAI Python SDK cannot run: {why}");
+            return;
+        }
     };
-    let (_db, auth, seed) = auth_plane().await;
+    let (_db, auth, seed) = plane::auth_plane().await;
     let gateway = gateway(auth.grpc_addr).await;
-    let agent = |status: &str| {
-        seed.agents
-            .iter()
-            .find(|a| a.status == status)
-            .map(|a| a.agent_id.to_string())
-            .expect("seeded agent")
-    };
     let config = json!({
         "base_url": format!("{}/v1", gateway.url()),
         "token": seed.chat_token,
-        "agent_id": agent("active"),
-        "suspended_agent_id": agent("suspended"),
+        "agent_id": plane::agent(&seed, "active"),
+        "suspended_agent_id": plane::agent(&seed, "suspended"),
         "model": MODEL,
         "hold_model": HOLD_MODEL,
         "release_model": RELEASE_MODEL,
         "cut_model": CUT_MODEL,
     });
-    let results = python::run_script(&python, &config).await;
+    let results = python::run_script(&python, "openai_sdk.py", &config).await;
     let version = results["sdk_version"].as_str().expect("the SDK version");
     println!("openai {version} ({})", python.display());
 

@@ -13,7 +13,7 @@ use svc_gateway::Gateway;
 use svc_gateway::provider::{
     CallInfo, Provider, ProviderError, ProviderReply, Registry, mock::MockProvider,
 };
-use svc_gateway::validate::ChatRequest;
+use svc_gateway::request::ApiRequest;
 
 const BOOM: &str = "svc-boom-1";
 
@@ -27,7 +27,7 @@ impl Provider for Panicking {
 
     fn complete<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
         if request.model == BOOM {

@@ -128,7 +128,7 @@
 //! |---|---|---|
 //! | `grpc` | yes | `auth::GrpcAuthClient`: the tonic [`auth::TokenValidator`] and [`agent::AgentValidator`] for `svc.auth.v1.AuthService` |
 //! | `grpc-tls` | no | `GrpcAuthClient::connect_lazy_tls`: mutual TLS for that client (rustls, ring); implies `grpc` |
-//! | `redis` | yes | `store::RedisPool`, `RedisRateLimitStore`, `RedisIdempotencyStore` (bb8 pool, one script round trip per decision) |
+//! | `redis` | yes | `store::RedisPool`, `RedisRateLimitStore`, `RedisIdempotencyStore` (bb8 pool on one server, cluster connection on a Redis Cluster; one script round trip per decision) |
 //!
 //! With `default-features = false` you keep every layer, the traits and the in-memory backends,
 //! and compile neither tonic nor redis. Minimum supported Rust version: 1.88.

@@ -5,11 +5,16 @@
 //! `SVC_TEST_REDIS_URL` (the test script sets them when it starts its own), else this
 //! machine's defaults on 127.0.0.1.
 //!
+//! [`RedisCluster`] starts a real Redis Cluster on loopback for the tests that need one.
+//!
 //! With the `fake-auth` feature, the `fake_auth` module serves a scripted `svc.auth.v1.AuthService` on
 //! loopback for tests of its clients.
 
 #[cfg(feature = "fake-auth")]
 pub mod fake_auth;
+pub mod redis_cluster;
+
+pub use redis_cluster::RedisCluster;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -29,6 +29,8 @@ pub struct PhaseStats {
     pub p90: Duration,
     /// 99th percentile.
     pub p99: Duration,
+    /// 99.9th percentile.
+    pub p999: Duration,
     /// The slowest successful request.
     pub max: Duration,
     /// Wall time of the phase, first request sent to last answer read.
@@ -61,6 +63,7 @@ impl PhaseStats {
             p50: percentile(&latencies, 0.50),
             p90: percentile(&latencies, 0.90),
             p99: percentile(&latencies, 0.99),
+            p999: percentile(&latencies, 0.999),
             max: latencies.last().copied().unwrap_or_default(),
             elapsed,
             throughput,

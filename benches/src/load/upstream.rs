@@ -42,7 +42,12 @@ pub struct Upstream {
 impl Upstream {
     /// Serves on an ephemeral port of 127.0.0.1.
     pub async fn start() -> std::io::Result<Upstream> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        Upstream::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await
+    }
+
+    /// Serves on `addr`.
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<Upstream> {
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let calls = Arc::new(AtomicU64::new(0));
         let app = Router::new()

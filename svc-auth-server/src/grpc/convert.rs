@@ -63,6 +63,7 @@ pub(crate) fn token_metadata(token: TokenMetadata) -> v1::TokenMetadata {
         created_at: Some(timestamp(token.created_at)),
         expires_at: token.expires_at.map(timestamp),
         revoked_at: token.revoked_at.map(timestamp),
+        issuer_token_id: token.issuer_token_id.map(|id| id.to_string()),
     }
 }
 

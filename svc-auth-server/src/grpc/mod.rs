@@ -23,6 +23,7 @@ use crate::store::{AgentStatus, NewToken, Store};
 use crate::verify::{ValidToken, Verifier};
 
 mod convert;
+mod issuer;
 pub mod status;
 mod trace;
 
@@ -193,6 +194,7 @@ impl<S: Store> AuthService for AuthApi<S> {
                 "the requested permissions exceed the caller's",
             ));
         }
+        let scope = issuer::within_issuer(&admin, agent_id, expires_at)?;
 
         let pat = Pat::generate(Uuid::new_v4());
         let secret_hash = self
@@ -208,11 +210,12 @@ impl<S: Store> AuthService for AuthApi<S> {
                 NewToken {
                     token_id: pat.token_id(),
                     user_id,
-                    agent_id,
+                    agent_id: scope.agent_id,
                     permissions: Permissions::from_bits(req.permissions),
                     name,
                     secret_hash,
-                    expires_at,
+                    expires_at: scope.expires_at,
+                    issuer_token_id: Some(admin.token_id),
                 },
             )
             .await
@@ -229,6 +232,7 @@ impl<S: Store> AuthService for AuthApi<S> {
             created_at: Some(timestamp(created.created_at)),
             expires_at: created.expires_at.map(timestamp),
             permissions: created.permissions.bits(),
+            agent_id: created.agent_id.map(|id| id.to_string()),
         }))
     }
 

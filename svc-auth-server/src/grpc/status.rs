@@ -50,11 +50,16 @@ pub(crate) fn invalid_token() -> Status {
     Status::unauthenticated("invalid token")
 }
 
-/// Unauthenticated for a rejected token, Internal for a store or hashing fault.
+/// Unauthenticated for a rejected token, Internal for a store or hashing fault, Unavailable
+/// when the hashing budget is spent (the token may be valid: the caller retries).
 pub(crate) fn verify_error(operation: &'static str, error: VerifyError) -> Status {
     match error {
         VerifyError::Store(ref cause) => internal(operation, cause),
         VerifyError::Hash(ref cause) => internal(operation, cause),
+        VerifyError::Busy => {
+            tracing::debug!(operation, "hashing budget spent; answered unavailable");
+            Status::unavailable("too many secrets being verified; retry")
+        }
         rejected => {
             tracing::debug!(operation, reason = rejected.reason(), "token rejected");
             invalid_token()
@@ -109,5 +114,7 @@ mod tests {
         let status = verify_error("test", VerifyError::Revoked);
         assert_eq!(status.code(), Code::Unauthenticated);
         assert_eq!(status.message(), "invalid token");
+        let status = verify_error("test", VerifyError::Busy);
+        assert_eq!(status.code(), Code::Unavailable);
     }
 }

@@ -156,6 +156,8 @@ pub struct NewToken {
     pub secret_hash: String,
     /// When it stops being valid, if ever.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The token of the same org that issued it (CreateToken's caller), if any.
+    pub issuer_token_id: Option<Uuid>,
 }
 
 impl fmt::Debug for NewToken {
@@ -168,6 +170,7 @@ impl fmt::Debug for NewToken {
             .field("name", &self.name)
             .field("secret_hash", &"<omitted>")
             .field("expires_at", &self.expires_at)
+            .field("issuer_token_id", &self.issuer_token_id)
             .finish()
     }
 }
@@ -193,6 +196,8 @@ pub struct TokenMetadata {
     pub expires_at: Option<DateTime<Utc>>,
     /// When it was revoked, if it was.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The token that issued it, if it was issued through the API.
+    pub issuer_token_id: Option<Uuid>,
 }
 
 impl TokenMetadata {

@@ -84,6 +84,7 @@ mod tests {
             name: None,
             secret_hash: "$argon2id$placeholder".into(),
             expires_at: None,
+            issuer_token_id: None,
         }
     }
 

@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::{Agent, AgentStatus, StoreError, TokenMetadata, TokenRecord};
 
 /// The columns of a [`TokenRow`].
-pub(super) const TOKEN_COLUMNS: &str =
-    "token_id, org_id, user_id, agent_id, permissions, name, created_at, expires_at, revoked_at";
+pub(super) const TOKEN_COLUMNS: &str = "token_id, org_id, user_id, agent_id, permissions, name, \
+                                        created_at, expires_at, revoked_at, issuer_token_id";
 /// The columns of a [`ValidationRow`].
 pub(super) const VALIDATION_COLUMNS: &str =
     "token_id, org_id, user_id, agent_id, permissions, secret_hash, expires_at, revoked_at";
@@ -55,6 +55,7 @@ pub(super) struct TokenRow<T> {
     created_at: T,
     expires_at: Option<T>,
     revoked_at: Option<T>,
+    issuer_token_id: Option<Uuid>,
 }
 
 impl<T: StoredTime> TryFrom<TokenRow<T>> for TokenMetadata {
@@ -71,6 +72,7 @@ impl<T: StoredTime> TryFrom<TokenRow<T>> for TokenMetadata {
             created_at: row.created_at.into_time()?,
             expires_at: optional_time(row.expires_at)?,
             revoked_at: optional_time(row.revoked_at)?,
+            issuer_token_id: row.issuer_token_id,
         })
     }
 }
@@ -174,6 +176,7 @@ mod tests {
             created_at: 0_i64,
             expires_at: None,
             revoked_at: Some(1_i64),
+            issuer_token_id: None,
         };
         let token = TokenMetadata::try_from(row).unwrap();
         assert_eq!(token.permissions.bits(), bits);

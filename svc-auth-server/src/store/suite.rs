@@ -39,6 +39,7 @@ where
     case!(revocation_is_scoped_and_idempotent);
     case!(listing_pages_in_order_within_the_org);
     case!(unknown_tokens_are_none);
+    case!(a_tokens_issuer_is_recorded_and_listed);
 }
 
 async fn new_org<S: Store>(store: &S) -> Uuid {
@@ -88,6 +89,7 @@ fn token(user_id: Option<Uuid>, agent_id: Option<Uuid>) -> NewToken {
         name: Some("ci".into()),
         secret_hash: format!("$argon2id$v=19$m=8,t=1,p=1${}", Uuid::new_v4().simple()),
         expires_at: Some(Utc::now() + Duration::hours(1)),
+        issuer_token_id: None,
     }
 }
 
@@ -284,4 +286,29 @@ async fn unknown_tokens_are_none<S: Store>(store: &S) {
             .unwrap()
             .is_none()
     );
+}
+
+async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let admin = store.create_token(org_id, token(None, None)).await.unwrap();
+    assert_eq!(admin.issuer_token_id, None);
+    let child = NewToken {
+        issuer_token_id: Some(admin.token_id),
+        ..token(None, None)
+    };
+    let created = store.create_token(org_id, child).await.unwrap();
+    assert_eq!(created.issuer_token_id, Some(admin.token_id));
+
+    let listed = store.list_tokens(org_id, None, 10).await.unwrap();
+    let issuers: Vec<_> = listed
+        .iter()
+        .map(|t| (t.token_id, t.issuer_token_id))
+        .collect();
+    assert!(issuers.contains(&(admin.token_id, None)), "{issuers:?}");
+    assert!(
+        issuers.contains(&(created.token_id, Some(admin.token_id))),
+        "{issuers:?}"
+    );
+    let revoked = store.revoke_token(org_id, created.token_id).await.unwrap();
+    assert_eq!(revoked.unwrap().issuer_token_id, Some(admin.token_id));
 }

@@ -1,4 +1,5 @@
-//! Single-flight: concurrent verifications of one secret share one Argon2 run.
+//! Single-flight: concurrent verifications of one secret share one Argon2 run, and the run
+//! belongs to no caller.
 //!
 //! The success cache only helps once a run has finished. Without this, N clients presenting a
 //! freshly issued token at the same moment (a gateway fleet warming up, a retry storm) would
@@ -6,58 +7,86 @@
 //! digest of (token id, stored hash, secret), never by token id alone, so a wrong secret can
 //! never ride on the run of a right one: different secrets are different flights.
 //!
-//! Each flight is a [`tokio::sync::OnceCell`]. The first caller runs the work; the others wait
-//! on the cell, holding nothing but a place in its queue (the caller has already read the
-//! token row and released its database connection). If the running caller fails or is dropped
-//! (its client disconnected), the cell stays empty and the next waiting caller runs the work
-//! itself, so a lost leader never wedges the others. A flight leaves the table with its last
-//! caller, so the table holds only flights under way.
+//! A flight is a spawned task, not a caller's future. Callers wait on a shared handle to it;
+//! when every caller has gone (the gateway's 50 ms deadline passed) the task runs on, records
+//! its verdict and leaves the table. So a cold token whose first check outlasts the deadline is
+//! warm for the retry, and a wrong secret is remembered however impatient its sender.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::OnceCell;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 
 use super::memory::Digest;
 
-type Flight<T> = Arc<OnceCell<T>>;
+/// The shared handle to one flight's outcome.
+pub(crate) type Landing<T> = Shared<BoxFuture<'static, T>>;
 
 /// Flights under way, by digest.
-pub(crate) struct Flights<T> {
-    table: Mutex<HashMap<Digest, Flight<T>>>,
+pub(crate) struct Flights<T: Clone> {
+    table: Mutex<HashMap<Digest, Landing<T>>>,
+    /// The answer when a run dies without one (it panicked, or the runtime is stopping).
+    lost: T,
 }
 
-impl<T: Copy> Flights<T> {
-    pub(crate) fn new() -> Flights<T> {
-        Flights {
+/// What a boarding caller's check of memory and budget decided.
+pub(crate) enum Decision<T, Fut> {
+    /// The answer, without a run.
+    Now(T),
+    /// A run to start.
+    Run(Fut),
+}
+
+/// What boarding decided: an answer at once, or a flight to wait for.
+pub(crate) enum Boarding<T: Clone> {
+    /// Decided without a run.
+    Now(T),
+    /// The flight under way for this digest (joined or just started).
+    Flight(Landing<T>),
+}
+
+impl<T: Clone + Send + Sync + 'static> Flights<T> {
+    /// No flights; a run that dies is answered `lost`.
+    pub(crate) fn new(lost: T) -> Arc<Flights<T>> {
+        Arc::new(Flights {
             table: Mutex::new(HashMap::new()),
-        }
+            lost,
+        })
     }
 
-    /// The value of the flight for `digest`: the one under way if any, else `work`'s.
+    /// Joins the flight for `digest`, or asks `decide` for an answer or a run to start.
     ///
-    /// `work` runs at most once per flight at a time. An `Err` is returned to this caller
-    /// only and is never shared: the next waiting caller runs its own `work`.
-    pub(crate) async fn run<E, F, Fut>(&self, digest: Digest, work: F) -> Result<T, E>
+    /// `decide` runs under the table's lock, so two callers never start two runs for one
+    /// digest; it must only decide (check memory, take a ticket), not wait. A run it returns is
+    /// spawned at once and lands (leaves the table) when it ends, whoever still waits on it.
+    pub(crate) fn board<F, Fut>(self: &Arc<Self>, digest: Digest, decide: F) -> Boarding<T>
     where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: FnOnce() -> Decision<T, Fut>,
+        Fut: Future<Output = T> + Send + 'static,
     {
-        let seat = self.board(digest);
-        seat.flight().get_or_try_init(work).await.copied()
-    }
-
-    fn board(&self, digest: Digest) -> Seat<'_, T> {
-        let flight = self.lock().entry(digest).or_default().clone();
-        Seat {
-            flights: self,
-            digest,
-            flight: Some(flight),
+        let mut table = self.lock();
+        if let Some(flight) = table.get(&digest) {
+            return Boarding::Flight(flight.clone());
         }
+        let run = match decide() {
+            Decision::Now(answer) => return Boarding::Now(answer),
+            Decision::Run(run) => run,
+        };
+        let flights = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let outcome = run.await;
+            flights.lock().remove(&digest);
+            outcome
+        });
+        let lost = self.lost.clone();
+        let landing = async move { task.await.unwrap_or(lost) }.boxed().shared();
+        table.insert(digest, landing.clone());
+        Boarding::Flight(landing)
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Digest, Flight<T>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Digest, Landing<T>>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -67,174 +96,98 @@ impl<T: Copy> Flights<T> {
     }
 }
 
-/// One caller's place on a flight; the last to leave removes the flight.
-struct Seat<'a, T> {
-    flights: &'a Flights<T>,
-    digest: Digest,
-    flight: Option<Flight<T>>,
-}
-
-impl<T> Seat<'_, T> {
-    fn flight(&self) -> &OnceCell<T> {
-        match &self.flight {
-            Some(flight) => flight,
-            None => unreachable!("a seat holds its flight until dropped"),
-        }
-    }
-}
-
-impl<T> Drop for Seat<'_, T> {
-    fn drop(&mut self) {
-        let mut table = self.flights.table.lock().unwrap_or_else(|p| p.into_inner());
-        // Handles are cloned and dropped only under the lock, so a count of one (the
-        // table's own) means nobody else is aboard.
-        self.flight = None;
-        if table
-            .get(&self.digest)
-            .is_some_and(|flight| Arc::strong_count(flight) == 1)
-        {
-            table.remove(&self.digest);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use svc_testkit::eventually;
-    use tokio::sync::{Notify, oneshot};
+    use tokio::sync::Notify;
 
     use super::*;
 
     const WITHIN: Duration = Duration::from_secs(5);
 
-    /// Callers on the flight for `digest`.
-    fn aboard<T: Copy>(flights: &Flights<T>, digest: Digest) -> usize {
-        flights
-            .lock()
-            .get(&digest)
-            .map_or(0, |flight| Arc::strong_count(flight) - 1)
+    /// Boards `digest` with a run that counts itself and waits for `gate`.
+    fn board(
+        flights: &Arc<Flights<u8>>,
+        digest: Digest,
+        runs: &Arc<AtomicUsize>,
+        gate: &Arc<Notify>,
+    ) -> Boarding<u8> {
+        let (runs, gate) = (Arc::clone(runs), Arc::clone(gate));
+        flights.board(digest, move || {
+            Decision::Run(async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                gate.notified().await;
+                7
+            })
+        })
+    }
+
+    async fn land(boarding: Boarding<u8>) -> u8 {
+        match boarding {
+            Boarding::Now(answer) => answer,
+            Boarding::Flight(flight) => flight.await,
+        }
     }
 
     #[tokio::test]
     async fn concurrent_callers_share_one_run() {
-        let flights = Flights::new();
-        let runs = AtomicUsize::new(0);
-        let gate = Notify::new();
-        let work = || async {
-            runs.fetch_add(1, Ordering::SeqCst);
-            gate.notified().await;
-            Ok::<_, ()>(7)
-        };
-        let callers = futures_util::future::join_all((0..16).map(|_| flights.run([1; 32], work)));
-        let opened = async {
-            // Every caller is aboard (and one is running) before the run may finish.
-            let aboard = eventually(WITHIN, || async { aboard(&flights, [1; 32]) == 16 }).await;
-            gate.notify_one();
-            aboard
-        };
-        let (results, aboard) = tokio::join!(callers, opened);
-        assert!(aboard, "the callers never boarded one flight");
-        assert!(results.iter().all(|r| *r == Ok(7)), "{results:?}");
+        let flights = Flights::new(0);
+        let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
+        let boardings: Vec<_> = (0..16)
+            .map(|_| board(&flights, [1; 32], &runs, &gate))
+            .collect();
+        assert_eq!(flights.len(), 1);
+        let started = eventually(WITHIN, || async { runs.load(Ordering::SeqCst) == 1 }).await;
+        assert!(started);
+        gate.notify_one();
+        let answers = futures_util::future::join_all(boardings.into_iter().map(land)).await;
+        assert!(answers.iter().all(|a| *a == 7), "{answers:?}");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
-        assert_eq!(flights.len(), 0, "a landed flight stayed in the table");
+        let landed = eventually(WITHIN, || async { flights.len() == 0 }).await;
+        assert!(landed, "a landed flight stayed in the table");
     }
 
     #[tokio::test]
-    async fn different_digests_fly_separately() {
-        let flights = Flights::new();
-        let (a, b) = tokio::join!(
-            flights.run([1; 32], || async { Ok::<_, ()>(true) }),
-            flights.run([2; 32], || async { Ok::<_, ()>(false) }),
-        );
-        assert_eq!((a, b), (Ok(true), Ok(false)));
-        assert_eq!(flights.len(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_failed_run_is_not_shared_and_a_waiting_caller_runs_its_own() {
-        let flights = Flights::new();
-        let gate = Notify::new();
-        let leader = flights.run([3; 32], || async {
-            gate.notified().await;
-            Err("pool closed")
-        });
-        let follower = async {
-            // Board after the leader has taken the flight.
-            tokio::task::yield_now().await;
-            flights.run([3; 32], || async { Ok::<_, &str>(5) }).await
-        };
-        let release = async {
-            let aboard = eventually(WITHIN, || async { aboard(&flights, [3; 32]) == 2 }).await;
-            gate.notify_one();
-            aboard
-        };
-        let (leader, follower, aboard) = tokio::join!(leader, follower, release);
-        assert!(aboard, "the follower never boarded the leader's flight");
-        assert_eq!(leader, Err("pool closed"));
-        assert_eq!(follower, Ok(5));
+    async fn a_decided_answer_starts_no_flight() {
+        let flights = Flights::<u8>::new(0);
+        let boarding = flights.board([2; 32], || Decision::<_, std::future::Ready<u8>>::Now(3));
+        assert_eq!(land(boarding).await, 3);
         assert_eq!(flights.len(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_cancelled_leader_does_not_wedge_its_followers() {
-        let flights = Arc::new(Flights::new());
-        let runs = Arc::new(AtomicUsize::new(0));
-        let digest = [4; 32];
-
-        // The leader starts its run and never finishes it.
-        let (started, leading) = oneshot::channel();
-        let leader = tokio::spawn({
-            let (flights, runs) = (flights.clone(), runs.clone());
-            async move {
-                flights
-                    .run(digest, || async move {
-                        runs.fetch_add(1, Ordering::SeqCst);
-                        let _ = started.send(());
-                        std::future::pending::<Result<u8, ()>>().await
-                    })
-                    .await
-            }
-        });
-        leading.await.unwrap();
-
-        let followers: Vec<_> = (0..8)
-            .map(|_| {
-                let (flights, runs) = (flights.clone(), runs.clone());
-                tokio::spawn(async move {
-                    flights
-                        .run(digest, || async move {
-                            runs.fetch_add(1, Ordering::SeqCst);
-                            Ok::<_, ()>(9)
-                        })
-                        .await
+    async fn a_run_goes_on_when_every_caller_has_gone() {
+        let flights = Flights::new(0);
+        let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
+        let done = Arc::new(AtomicUsize::new(0));
+        let boarding = {
+            let (runs, gate, done) = (runs.clone(), gate.clone(), done.clone());
+            flights.board([4; 32], move || {
+                Decision::Run(async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    gate.notified().await;
+                    done.fetch_add(1, Ordering::SeqCst);
+                    9
                 })
             })
-            .collect();
-        let aboard = eventually(WITHIN, || {
-            let flights = flights.clone();
-            async move { aboard(&flights, digest) == 9 }
-        })
-        .await;
-        assert!(aboard, "the followers never boarded the leader's flight");
-        assert_eq!(
-            runs.load(Ordering::SeqCst),
-            1,
-            "a follower ran beside the leader"
-        );
+        };
+        let caller = tokio::spawn(land(boarding));
+        let started = eventually(WITHIN, || async { runs.load(Ordering::SeqCst) == 1 }).await;
+        assert!(started);
+        // The caller's deadline passes: its wait is dropped mid-run.
+        caller.abort();
+        assert!(caller.await.unwrap_err().is_cancelled());
 
-        // The leader's client disconnects: its call is dropped mid-run.
-        leader.abort();
-        assert!(leader.await.unwrap_err().is_cancelled());
-
-        for follower in followers {
-            let result = tokio::time::timeout(WITHIN, follower).await;
-            assert_eq!(result.expect("a follower was wedged").unwrap(), Ok(9));
-        }
-        // One follower took over; the rest shared its result.
-        assert_eq!(runs.load(Ordering::SeqCst), 2);
-        assert_eq!(flights.len(), 0);
+        // A caller arriving meanwhile joins the same run.
+        let late = board(&flights, [4; 32], &runs, &gate);
+        gate.notify_one();
+        assert_eq!(land(late).await, 9);
+        assert_eq!(done.load(Ordering::SeqCst), 1, "the run did not finish");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the late caller ran again");
+        let landed = eventually(WITHIN, || async { flights.len() == 0 }).await;
+        assert!(landed);
     }
 }

@@ -44,7 +44,7 @@ impl Default for Argon2Params {
 }
 
 /// Why hashing or verifying failed (never because the secret was wrong).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HashError {
     /// The cost parameters are out of Argon2's range.
     #[error("invalid Argon2 parameters: {0}")]
@@ -128,16 +128,33 @@ impl Hasher {
 
     /// Whether `secret` matches the PHC string `stored`.
     pub async fn verify(&self, stored: &str, secret: &str) -> Result<bool, HashError> {
+        self.verify_then(stored, secret, |matched| matched).await
+    }
+
+    /// Verifies `secret` against `stored` and hands the answer to `then` on the blocking
+    /// thread, right after the hash and before the permit is freed. What `then` records is
+    /// therefore recorded even when the caller has stopped waiting (its deadline passed).
+    pub(crate) async fn verify_then<T, F>(
+        &self,
+        stored: &str,
+        secret: &str,
+        then: F,
+    ) -> Result<T, HashError>
+    where
+        T: Send + 'static,
+        F: FnOnce(bool) -> T + Send + 'static,
+    {
         // Parse first: a corrupt stored hash is a server fault, not a wrong secret.
         PasswordHash::new(stored).map_err(|_| HashError::StoredHash)?;
         let (stored, secret) = (stored.to_owned(), secret.to_owned());
         self.blocking(move |argon2| {
             let hash = PasswordHash::new(&stored).map_err(|_| HashError::StoredHash)?;
-            match argon2.verify_password(secret.as_bytes(), &hash) {
-                Ok(()) => Ok(true),
-                Err(argon2::password_hash::Error::Password) => Ok(false),
-                Err(_) => Err(HashError::StoredHash),
-            }
+            let matched = match argon2.verify_password(secret.as_bytes(), &hash) {
+                Ok(()) => true,
+                Err(argon2::password_hash::Error::Password) => false,
+                Err(_) => return Err(HashError::StoredHash),
+            };
+            Ok(then(matched))
         })
         .await
     }

@@ -7,7 +7,7 @@
 //! secret, and the caller reads the token row (revocation, expiry) before asking.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -123,70 +123,78 @@ impl Successes {
     }
 }
 
-/// How failures per token id are limited.
+/// How wrong secrets are remembered and how much hashing never-seen secrets may cost.
+///
+/// Wrong secrets are remembered by what was tried, the digest of (token id, secret), never by
+/// token id alone: a flood of wrong secrets on a token id cannot lock out its right secret.
+/// What bounds the flood instead is the hashing budget, global and shared by every token id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureLimits {
-    /// How long failures are remembered, counted from the first of a window.
+    /// How long a wrong secret is remembered (refused again without hashing).
     pub window: Duration,
-    /// Argon2 verifications that may fail per token id within a window; further unknown
-    /// secrets for that id are refused without hashing until the window ends.
-    pub max_failures: u32,
-    /// Most token ids tracked at once.
+    /// Most wrong secrets remembered at once. It is also the budget of never-seen secrets per
+    /// `window`: a verification starts only while remembered wrong secrets and verifications
+    /// under way number fewer than this, so the memory never overflows and nothing in it is
+    /// ever pushed out early, however many token ids a flood cycles through.
     pub capacity: usize,
+    /// Most verifications of never-seen secrets waiting for or running Argon2 at once; more
+    /// are refused as busy (retryable, never "invalid"). One token id may hold at most half of
+    /// them, so a flood on one id leaves room for the first use of every other token.
+    pub max_pending: usize,
 }
 
-/// Defaults: ten failed verifications per token id per minute.
+/// Defaults: wrong secrets remembered for a minute, at most 50,000 of them (so at most 50,000
+/// never-seen secrets hashed per minute, ~830 a second), 256 verifications pending.
 impl Default for FailureLimits {
     fn default() -> Self {
         FailureLimits {
             window: Duration::from_secs(60),
-            max_failures: 10,
-            capacity: 10_000,
+            capacity: 50_000,
+            max_pending: 256,
         }
+    }
+}
+
+impl FailureLimits {
+    fn max_pending_per_id(&self) -> usize {
+        (self.max_pending / 2).max(1)
     }
 }
 
 /// What to do with a secret that is not a remembered success.
 #[derive(Debug)]
-pub(crate) enum Admission<'a> {
-    /// Verify it with Argon2, holding the attempt until the verdict is recorded.
-    Verify(Attempt<'a>),
+pub(crate) enum Admission {
+    /// Verify it with Argon2, holding the ticket until the verdict is recorded.
+    Verify(Ticket),
     /// This exact secret failed moments ago: refuse without hashing.
     KnownWrong,
-    /// Too many failures, finished or in progress, for this token id: refuse without hashing.
-    Throttled,
+    /// The hashing budget is spent: refuse without hashing, as a retryable fault.
+    Busy,
 }
 
-/// A verification in progress for one token id. It counts against the id's failure budget
-/// until dropped, so a burst of different wrong secrets sent at once cannot all slip past the
-/// limit before the first of them has failed.
+/// A verification admitted and not yet decided. It holds its place in the budget until
+/// dropped, which the verification does only after recording its verdict, wherever its caller
+/// has gone meanwhile.
 #[derive(Debug)]
-pub(crate) struct Attempt<'a> {
-    failures: &'a Failures,
+pub(crate) struct Ticket {
+    failures: Arc<Failures>,
     token_id: Uuid,
 }
 
-impl Drop for Attempt<'_> {
+impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut inner = self.failures.lock();
-        if let Some(count) = inner.in_flight.get_mut(&self.token_id) {
+        let mut state = self.failures.lock();
+        state.pending = state.pending.saturating_sub(1);
+        if let Some(count) = state.pending_by_id.get_mut(&self.token_id) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                inner.in_flight.remove(&self.token_id);
+                state.pending_by_id.remove(&self.token_id);
             }
         }
     }
 }
 
-const REMEMBERED_WRONG_SECRETS: usize = 8;
-
-struct Window {
-    started: Instant,
-    failures: u32,
-    recent: VecDeque<Digest>,
-}
-
-/// Recent failed verifications per token id, and the verifications still running.
+/// Wrong secrets remembered for a window, and the verifications under way.
 #[derive(Debug)]
 pub(crate) struct Failures {
     limits: FailureLimits,
@@ -194,80 +202,89 @@ pub(crate) struct Failures {
 }
 
 struct FailureState {
-    windows: Bounded<Window>,
-    /// Verifications in progress per token id; an id leaves when its last one ends, so this
-    /// holds no more entries than there are Argon2 runs waiting or running.
-    in_flight: HashMap<Uuid, u32>,
+    /// Remembered wrong digests and when each is forgotten.
+    wrong: HashMap<Digest, Instant>,
+    /// The same digests in the order they expire (all share one window).
+    expiry: VecDeque<(Instant, Digest)>,
+    pending: usize,
+    pending_by_id: HashMap<Uuid, usize>,
 }
 
 impl std::fmt::Debug for FailureState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FailureState")
-            .field("in_flight", &self.in_flight.len())
+            .field("wrong", &self.wrong.len())
+            .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
 }
 
+impl FailureState {
+    fn forget_expired(&mut self, now: Instant) {
+        while let Some((at, digest)) = self.expiry.front().copied() {
+            if at > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.wrong.get(&digest).is_some_and(|until| *until == at) {
+                self.wrong.remove(&digest);
+            }
+        }
+    }
+}
+
 impl Failures {
-    pub(crate) fn new(limits: FailureLimits) -> Failures {
-        Failures {
+    pub(crate) fn new(limits: FailureLimits) -> Arc<Failures> {
+        Arc::new(Failures {
             limits,
             inner: Mutex::new(FailureState {
-                windows: Bounded::new(limits.capacity),
-                in_flight: HashMap::new(),
+                wrong: HashMap::new(),
+                expiry: VecDeque::new(),
+                pending: 0,
+                pending_by_id: HashMap::new(),
             }),
-        }
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FailureState> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn admit(&self, token_id: Uuid, digest: &Digest) -> Admission<'_> {
-        let mut inner = self.lock();
-        let failures = match inner.windows.get_mut(&token_id) {
-            Some(window) if window.started.elapsed() < self.limits.window => {
-                if window.recent.iter().any(|known| same(known, digest)) {
-                    return Admission::KnownWrong;
-                }
-                window.failures
-            }
-            _ => 0,
-        };
-        let running = inner.in_flight.entry(token_id).or_insert(0);
-        if failures.saturating_add(*running) >= self.limits.max_failures {
-            if *running == 0 {
-                inner.in_flight.remove(&token_id);
-            }
-            return Admission::Throttled;
+    pub(crate) fn admit(self: &Arc<Self>, token_id: Uuid, digest: &Digest) -> Admission {
+        let limits = self.limits;
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.forget_expired(now);
+        if state.wrong.contains_key(digest) {
+            return Admission::KnownWrong;
         }
-        *running += 1;
-        Admission::Verify(Attempt {
-            failures: self,
+        let for_id = state.pending_by_id.get(&token_id).copied().unwrap_or(0);
+        if state.pending >= limits.max_pending
+            || for_id >= limits.max_pending_per_id()
+            || state.wrong.len() + state.pending >= limits.capacity
+        {
+            return Admission::Busy;
+        }
+        state.pending += 1;
+        *state.pending_by_id.entry(token_id).or_insert(0) += 1;
+        Admission::Verify(Ticket {
+            failures: Arc::clone(self),
             token_id,
         })
     }
 
-    pub(crate) fn record(&self, token_id: Uuid, digest: Digest) {
-        let mut inner = self.lock();
-        let map = &mut inner.windows;
-        match map.get_mut(&token_id) {
-            Some(window) if window.started.elapsed() < self.limits.window => {
-                window.failures = window.failures.saturating_add(1);
-                if window.recent.len() == REMEMBERED_WRONG_SECRETS {
-                    window.recent.pop_front();
-                }
-                window.recent.push_back(digest);
-            }
-            _ => map.insert(
-                token_id,
-                Window {
-                    started: Instant::now(),
-                    failures: 1,
-                    recent: VecDeque::from([digest]),
-                },
-            ),
-        }
+    /// Remembers a wrong secret for the window. Admission keeps the memory under its capacity,
+    /// so this never has to push anything out.
+    pub(crate) fn record(&self, digest: Digest) {
+        let mut state = self.lock();
+        let until = Instant::now() + self.limits.window;
+        state.wrong.insert(digest, until);
+        state.expiry.push_back((until, digest));
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.lock().pending
     }
 }
 
@@ -317,66 +334,93 @@ mod tests {
         assert!(successes.contains(ids[4], &[2; 32]));
     }
 
-    #[test]
-    fn failures_remember_wrong_secrets_and_throttle() {
-        let failures = Failures::new(FailureLimits {
+    fn limits(capacity: usize, max_pending: usize) -> FailureLimits {
+        FailureLimits {
             window: Duration::from_secs(60),
-            max_failures: 3,
-            capacity: 10,
-        });
+            capacity,
+            max_pending,
+        }
+    }
+
+    #[test]
+    fn wrong_secrets_are_refused_by_digest_and_never_lock_out_the_token_id() {
+        let failures = Failures::new(limits(100, 8));
         let id = Uuid::new_v4();
-        assert!(matches!(failures.admit(id, &[1; 32]), Admission::Verify(_)));
-        failures.record(id, [1; 32]);
+        for n in 1..=20u8 {
+            let Admission::Verify(ticket) = failures.admit(id, &[n; 32]) else {
+                panic!("a new secret for a flooded id was not admitted");
+            };
+            failures.record([n; 32]);
+            drop(ticket);
+            assert!(matches!(
+                failures.admit(id, &[n; 32]),
+                Admission::KnownWrong
+            ));
+        }
+        // Twenty wrong secrets later, a secret never tried is still verified.
         assert!(matches!(
-            failures.admit(id, &[1; 32]),
-            Admission::KnownWrong
-        ));
-        assert!(matches!(failures.admit(id, &[2; 32]), Admission::Verify(_)));
-        failures.record(id, [2; 32]);
-        failures.record(id, [3; 32]);
-        assert!(matches!(failures.admit(id, &[4; 32]), Admission::Throttled));
-        assert!(matches!(
-            failures.admit(Uuid::new_v4(), &[4; 32]),
+            failures.admit(id, &[99; 32]),
             Admission::Verify(_)
         ));
     }
 
     #[test]
-    fn verifications_in_progress_count_against_the_limit() {
-        let failures = Failures::new(FailureLimits {
-            window: Duration::from_secs(60),
-            max_failures: 3,
-            capacity: 10,
-        });
+    fn pending_verifications_are_bounded_globally_and_per_id() {
+        let failures = Failures::new(limits(100, 4));
         let id = Uuid::new_v4();
-        let running: Vec<Admission<'_>> = (1..=3u8).map(|n| failures.admit(id, &[n; 32])).collect();
-        assert!(running.iter().all(|a| matches!(a, Admission::Verify(_))));
+        let first: Vec<Admission> = (1..=2u8).map(|n| failures.admit(id, &[n; 32])).collect();
+        assert!(first.iter().all(|a| matches!(a, Admission::Verify(_))));
         assert!(
-            matches!(failures.admit(id, &[4; 32]), Admission::Throttled),
-            "three secrets still being hashed use up the budget"
+            matches!(failures.admit(id, &[3; 32]), Admission::Busy),
+            "one id holds at most half of the pending budget"
         );
+        let others: Vec<Admission> = (4..=5u8)
+            .map(|n| failures.admit(Uuid::new_v4(), &[n; 32]))
+            .collect();
+        assert!(others.iter().all(|a| matches!(a, Admission::Verify(_))));
         assert!(matches!(
-            failures.admit(Uuid::new_v4(), &[4; 32]),
-            Admission::Verify(_)
+            failures.admit(Uuid::new_v4(), &[6; 32]),
+            Admission::Busy
         ));
-        drop(running);
-        assert!(matches!(failures.admit(id, &[4; 32]), Admission::Verify(_)));
+        drop(first);
+        drop(others);
+        assert_eq!(failures.pending(), 0);
         assert!(
-            failures.lock().in_flight.is_empty(),
-            "ended attempts leave no entry"
+            failures.lock().pending_by_id.is_empty(),
+            "ended tickets leave nothing"
         );
+        assert!(matches!(failures.admit(id, &[3; 32]), Admission::Verify(_)));
     }
 
     #[test]
-    fn failures_are_forgotten_after_the_window() {
+    fn a_full_memory_refuses_new_secrets_instead_of_forgetting_old_ones() {
+        let failures = Failures::new(limits(3, 8));
+        for n in 1..=3u8 {
+            let ticket = failures.admit(Uuid::new_v4(), &[n; 32]);
+            assert!(matches!(ticket, Admission::Verify(_)));
+            failures.record([n; 32]);
+        }
+        assert!(matches!(
+            failures.admit(Uuid::new_v4(), &[4; 32]),
+            Admission::Busy
+        ));
+        for n in 1..=3u8 {
+            assert!(matches!(
+                failures.admit(Uuid::new_v4(), &[n; 32]),
+                Admission::KnownWrong
+            ));
+        }
+    }
+
+    #[test]
+    fn wrong_secrets_are_forgotten_after_the_window() {
         let failures = Failures::new(FailureLimits {
             window: Duration::ZERO,
-            max_failures: 1,
-            capacity: 10,
+            ..limits(1, 8)
         });
         let id = Uuid::new_v4();
-        failures.record(id, [1; 32]);
+        failures.record([1; 32]);
         assert!(matches!(failures.admit(id, &[1; 32]), Admission::Verify(_)));
-        assert!(matches!(failures.admit(id, &[2; 32]), Admission::Verify(_)));
+        assert_eq!(failures.lock().wrong.len(), 0);
     }
 }

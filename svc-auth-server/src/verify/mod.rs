@@ -8,11 +8,18 @@
 //!    the row every time is what makes revocation immediate across replicas and makes a down
 //!    database fail closed: no cache can answer in its place.
 //! 3. The remembered success digest for this token: the warm path.
-//! 4. The failure memory: a secret that failed moments ago, or a token id that failed too
-//!    often this window, is refused without hashing.
-//! 5. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
-//!    same secret (single-flight, in `flight`). A success is remembered; a failure is counted.
+//! 4. The failure memory: the same (token id, secret) that failed moments ago is refused
+//!    without hashing. Wrong secrets are remembered by what was tried, never held against the
+//!    token id, so a flood of wrong secrets on an id cannot lock out its right one.
+//! 5. The hashing budget, global: a never-seen secret is hashed only while few enough are
+//!    pending (and one id holds at most half of them) and the failure memory has room; else it
+//!    is refused as busy, a retryable fault (503 at the gateway), never as invalid.
+//! 6. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
+//!    same secret (single-flight, in `flight`). The run is a task of its own: its verdict is
+//!    recorded on the blocking thread right after the hash, and its budget place is held until
+//!    then, even when every caller has given up waiting.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -26,7 +33,7 @@ mod flight;
 pub mod hasher;
 mod memory;
 
-use flight::Flights;
+use flight::{Boarding, Decision, Flights};
 pub use hasher::{Argon2Params, HashError, Hasher};
 pub use memory::FailureLimits;
 use memory::{Admission, Digest, Digester, Failures, Successes};
@@ -69,9 +76,10 @@ pub enum VerifyError {
     /// The secret does not match.
     #[error("wrong secret")]
     WrongSecret,
-    /// Too many wrong secrets for this token id lately.
-    #[error("too many failed attempts for this token")]
-    Throttled,
+    /// The hashing budget is spent: the secret could not be checked now. A fault (the token
+    /// may well be valid), so the caller answers a retryable error, never "invalid".
+    #[error("too many secrets being verified")]
+    Busy,
     /// The store failed: the caller must fail closed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -83,7 +91,10 @@ pub enum VerifyError {
 impl VerifyError {
     /// True when the token was rejected (Unauthenticated), false for server faults.
     pub fn is_rejection(&self) -> bool {
-        !matches!(self, VerifyError::Store(_) | VerifyError::Hash(_))
+        !matches!(
+            self,
+            VerifyError::Store(_) | VerifyError::Hash(_) | VerifyError::Busy
+        )
     }
 
     /// A fixed word for logs: never the token.
@@ -94,7 +105,7 @@ impl VerifyError {
             VerifyError::Revoked => "revoked",
             VerifyError::Expired => "expired",
             VerifyError::WrongSecret => "wrong_secret",
-            VerifyError::Throttled => "throttled",
+            VerifyError::Busy => "busy",
             VerifyError::Store(_) => "store_error",
             VerifyError::Hash(_) => "hash_error",
         }
@@ -106,9 +117,9 @@ pub struct Verifier<S> {
     store: S,
     hasher: Hasher,
     digester: Digester,
-    successes: Successes,
-    failures: Failures,
-    flights: Flights<Verdict>,
+    successes: Arc<Successes>,
+    failures: Arc<Failures>,
+    flights: Arc<Flights<Outcome>>,
 }
 
 /// What checking one secret decided; every caller of one flight gets the same.
@@ -116,8 +127,10 @@ pub struct Verifier<S> {
 enum Verdict {
     Valid,
     WrongSecret,
-    Throttled,
+    Busy,
 }
+
+type Outcome = Result<Verdict, HashError>;
 
 impl<S> std::fmt::Debug for Verifier<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -150,9 +163,9 @@ impl<S: Store> Verifier<S> {
             store,
             hasher,
             digester: Digester::new(),
-            successes: Successes::new(success_capacity),
+            successes: Arc::new(Successes::new(success_capacity)),
             failures: Failures::new(failure_limits),
-            flights: Flights::new(),
+            flights: Flights::new(Err(HashError::Pool)),
         })
     }
 
@@ -186,11 +199,17 @@ impl<S: Store> Verifier<S> {
             .digester
             .digest(token_id, &record.secret_hash, pat.secret());
         if !self.successes.contains(token_id, &digest) {
-            let check = || self.check(token_id, digest, &record.secret_hash, pat.secret());
-            match self.flights.run(digest, check).await? {
+            let boarding = self.flights.board(digest, || {
+                self.decide(token_id, digest, &record.secret_hash, pat.secret())
+            });
+            let verdict = match boarding {
+                Boarding::Now(outcome) => outcome?,
+                Boarding::Flight(flight) => flight.await?,
+            };
+            match verdict {
                 Verdict::Valid => {}
                 Verdict::WrongSecret => return Err(VerifyError::WrongSecret),
-                Verdict::Throttled => return Err(VerifyError::Throttled),
+                Verdict::Busy => return Err(VerifyError::Busy),
             }
         }
 
@@ -204,33 +223,50 @@ impl<S: Store> Verifier<S> {
         })
     }
 
-    /// Decides a secret that was not a remembered success, for everyone on its flight.
+    /// Decides a secret that was not a remembered success, under the flights' lock: at once
+    /// from memory or the budget, or as a run to start.
     ///
     /// Memory is read again first: a flight for this digest may have landed, and left the
-    /// table, between the caller's cache check and its boarding. The outcome is remembered
-    /// before the flight lands, so a caller arriving after it finds the answer in memory.
-    async fn check(
+    /// table, between the caller's cache check and its boarding. The run records its verdict
+    /// on the blocking thread before its flight lands, so a caller arriving after it finds the
+    /// answer in memory.
+    fn decide(
         &self,
         token_id: Uuid,
         digest: Digest,
         stored_hash: &str,
         secret: &str,
-    ) -> Result<Verdict, HashError> {
+    ) -> Decision<Outcome, impl Future<Output = Outcome> + Send + 'static> {
         if self.successes.contains(token_id, &digest) {
-            return Ok(Verdict::Valid);
+            return Decision::Now(Ok(Verdict::Valid));
         }
-        // The attempt counts against the token id's failure budget until the verdict is in.
-        let _attempt = match self.failures.admit(token_id, &digest) {
-            Admission::Verify(attempt) => attempt,
-            Admission::KnownWrong => return Ok(Verdict::WrongSecret),
-            Admission::Throttled => return Ok(Verdict::Throttled),
+        let ticket = match self.failures.admit(token_id, &digest) {
+            Admission::Verify(ticket) => ticket,
+            Admission::KnownWrong => return Decision::Now(Ok(Verdict::WrongSecret)),
+            Admission::Busy => return Decision::Now(Ok(Verdict::Busy)),
         };
-        if self.hasher.verify(stored_hash, secret).await? {
-            self.successes.insert(token_id, digest);
-            Ok(Verdict::Valid)
-        } else {
-            self.failures.record(token_id, digest);
-            Ok(Verdict::WrongSecret)
-        }
+        let (hasher, successes, failures) = (
+            self.hasher.clone(),
+            Arc::clone(&self.successes),
+            Arc::clone(&self.failures),
+        );
+        let (stored_hash, secret) = (stored_hash.to_owned(), secret.to_owned());
+        Decision::Run(async move {
+            let record = move |matched: bool| {
+                if matched {
+                    successes.insert(token_id, digest);
+                } else {
+                    failures.record(digest);
+                }
+                // The budget place is given back only once the verdict is in memory.
+                drop(ticket);
+                if matched {
+                    Verdict::Valid
+                } else {
+                    Verdict::WrongSecret
+                }
+            };
+            hasher.verify_then(&stored_hash, &secret, record).await
+        })
     }
 }

@@ -124,6 +124,18 @@ pub fn create_request(org_id: Uuid, permissions: i64) -> v1::CreateTokenRequest 
     }
 }
 
+/// A chat token the server has never verified.
+pub async fn fresh_token(h: &mut Harness) -> String {
+    create_token(
+        &mut h.client,
+        &h.seed.admin_token,
+        create_request(h.seed.org_id, 1),
+    )
+    .await
+    .unwrap()
+    .token
+}
+
 pub async fn create_token(
     client: &mut Client,
     admin: &str,

@@ -35,6 +35,8 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_AUTH_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
 /// Default `SVC_RATE_LIMIT_RPM`.
 pub const DEFAULT_RATE_LIMIT_RPM: u32 = 600;
+/// Default `SVC_AUTH_FAILURES_PER_MINUTE`.
+pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 60;
 /// Default `SVC_PROVIDER_TIMEOUT`.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(60);
 /// The mock provider's registry when `SVC_PROVIDER_MODELS` is unset.
@@ -61,6 +63,10 @@ pub struct Config {
     pub redis_key_prefix: String,
     /// Requests per minute per org.
     pub rate_limit_rpm: u32,
+    /// Rejected tokens per client address per minute; 0 disables the limit.
+    pub auth_failures_per_minute: u32,
+    /// Where the client address comes from when a trusted proxy sets it.
+    pub trusted_proxy_header: Option<HeaderName>,
     /// Providers.
     pub provider: ProviderConfig,
     /// The largest accepted request body.
@@ -120,6 +126,16 @@ impl Config {
         }
         let rate_limit_rpm =
             vars.parse_or(SVC_RATE_LIMIT_RPM, DEFAULT_RATE_LIMIT_RPM, parse::positive)?;
+        let auth_failures_per_minute = vars.parse_or(
+            SVC_AUTH_FAILURES_PER_MINUTE,
+            DEFAULT_AUTH_FAILURES_PER_MINUTE,
+            |v| {
+                v.parse()
+                    .map_err(|_| format!("{v:?} is not a whole number"))
+            },
+        )?;
+        let trusted_proxy_header =
+            vars.parse_or(SVC_TRUSTED_PROXY_HEADER, None, |v| header_name(v).map(Some))?;
         let provider = provider_config(vars, production)?;
         let max_request_body_bytes = vars.parse_or(
             SVC_MAX_REQUEST_BODY_BYTES,
@@ -166,6 +182,8 @@ impl Config {
                 .unwrap_or_default()
                 .to_owned(),
             rate_limit_rpm,
+            auth_failures_per_minute,
+            trusted_proxy_header,
             provider,
             max_request_body_bytes,
             error_docs_base,

@@ -13,6 +13,10 @@ pub const REDIS_URL: &str = "REDIS_URL";
 pub const SVC_REDIS_KEY_PREFIX: &str = "SVC_REDIS_KEY_PREFIX";
 /// Requests per minute per org.
 pub const SVC_RATE_LIMIT_RPM: &str = "SVC_RATE_LIMIT_RPM";
+/// Rejected tokens per client address per minute before 429 (0 disables).
+pub const SVC_AUTH_FAILURES_PER_MINUTE: &str = "SVC_AUTH_FAILURES_PER_MINUTE";
+/// Header a trusted proxy sets to the client address (unset: the socket's address).
+pub const SVC_TRUSTED_PROXY_HEADER: &str = "SVC_TRUSTED_PROXY_HEADER";
 /// `mock` or `live`.
 pub const SVC_LLM_MODE: &str = "SVC_LLM_MODE";
 /// OpenAI-compatible base URL, e.g. `https://api.openai.com/v1`.

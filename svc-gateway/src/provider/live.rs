@@ -1,6 +1,8 @@
-//! The live provider: any OpenAI-compatible `POST {base}/chat/completions`.
+//! The live provider: any OpenAI-compatible API, `POST {base}/chat/completions`,
+//! `{base}/embeddings` and `{base}/responses`.
 //!
-//! The upstream request is built from scratch: the client's body as received, our own headers
+//! The upstream request is built from scratch: the client's body as received (see
+//! [`ApiRequest::upstream_body`] for the one field the gateway may add), our own headers
 //! and the provider key as `Authorization: Bearer`. Nothing else of the client's request
 //! travels, so the client's `Authorization` and `Idempotency-Key` can never leak upstream.
 //! `X-Request-ID` and a W3C `traceparent` in the request's trace go along, so the provider's
@@ -31,7 +33,7 @@ use tokio::time::Instant;
 use super::{CallInfo, EventStream, Provider, ProviderError, ProviderReply};
 use super::{retry_after_seconds, sanitized_detail};
 use crate::config::{ProviderConfig, Secret};
-use crate::validate::ChatRequest;
+use crate::request::{ApiRequest, Endpoint};
 
 /// The largest JSON answer read from a provider.
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -60,7 +62,8 @@ pub enum BuildError {
 #[derive(Clone)]
 pub struct LiveProvider {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    endpoint: Uri,
+    /// One URI per [`Endpoint`], in [`Endpoint::ALL`] order.
+    endpoints: [Uri; 3],
     authorization: Option<HeaderValue>,
     api_key: Option<Secret>,
     timeout: Duration,
@@ -69,7 +72,7 @@ pub struct LiveProvider {
 impl std::fmt::Debug for LiveProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiveProvider")
-            .field("endpoint", &self.endpoint)
+            .field("endpoints", &self.endpoints)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
@@ -82,15 +85,20 @@ impl LiveProvider {
         LiveProvider::new(base, config.api_key.clone(), config.timeout)
     }
 
-    /// A provider calling `{base_url}/chat/completions` with `api_key`, within `timeout`.
+    /// A provider calling `{base_url}/chat/completions` (and the other endpoints) with
+    /// `api_key`, within `timeout`.
     pub fn new(
         base_url: &str,
         api_key: Option<Secret>,
         timeout: Duration,
     ) -> Result<LiveProvider, BuildError> {
-        let endpoint: Uri = format!("{}/chat/completions", base_url.trim_end_matches('/'))
-            .parse()
-            .map_err(|_| BuildError::BaseUrl)?;
+        let base = base_url.trim_end_matches('/');
+        let [Ok(chat), Ok(embeddings), Ok(responses)] = Endpoint::ALL
+            .map(|endpoint| format!("{base}{}", endpoint.upstream_path()).parse::<Uri>())
+        else {
+            return Err(BuildError::BaseUrl);
+        };
+        let endpoints = [chat, embeddings, responses];
         let authorization = match &api_key {
             Some(key) => {
                 let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
@@ -118,7 +126,7 @@ impl LiveProvider {
             .build(https);
         Ok(LiveProvider {
             client,
-            endpoint,
+            endpoints,
             authorization,
             api_key,
             timeout,
@@ -127,7 +135,7 @@ impl LiveProvider {
 
     fn upstream_request(
         &self,
-        request: &ChatRequest,
+        request: &ApiRequest,
         call: &CallInfo,
     ) -> Option<Request<Full<Bytes>>> {
         let accept = if request.stream {
@@ -135,7 +143,8 @@ impl LiveProvider {
         } else {
             "application/json"
         };
-        let mut builder = Request::post(self.endpoint.clone())
+        let endpoint = self.endpoints.get(request.endpoint.index())?;
+        let mut builder = Request::post(endpoint.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, accept)
             .header(USER_AGENT, GATEWAY_USER_AGENT);
@@ -151,12 +160,12 @@ impl LiveProvider {
         if let Some(parent) = parent {
             builder = builder.header(&TRACEPARENT, parent.header_value());
         }
-        builder.body(Full::new(request.raw.clone())).ok()
+        builder.body(Full::new(request.upstream_body())).ok()
     }
 
     async fn call(
         &self,
-        request: &ChatRequest,
+        request: &ApiRequest,
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
         let deadline = Instant::now() + self.timeout;
@@ -214,7 +223,7 @@ impl Provider for LiveProvider {
 
     fn complete<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>> {
         Box::pin(self.call(request, call))
@@ -299,13 +308,15 @@ mod tests {
     fn traceparent(call: &CallInfo) -> Option<String> {
         let provider = LiveProvider::new("http://127.0.0.1:9", None, Duration::from_secs(1))
             .expect("a loopback base URL");
-        let request = ChatRequest {
+        let request = ApiRequest {
+            endpoint: Endpoint::ChatCompletions,
             model: "m".into(),
-            messages: Vec::new(),
             stream: false,
-            temperature: None,
+            message_count: 0,
+            include_usage: false,
             max_tokens: None,
-            idempotency_key: None,
+            temperature: None,
+            json: Default::default(),
             raw: Bytes::new(),
         };
         let upstream = provider

@@ -1,18 +1,18 @@
-//! Providers: who answers a validated chat completion request.
+//! Providers: who answers a validated request.
 //!
-//! A [`Provider`] turns a [`ChatRequest`] into a [`ProviderReply`] (a whole JSON body, or a
+//! A [`Provider`] turns an [`ApiRequest`] (chat completions, embeddings or responses) into a [`ProviderReply`] (a whole JSON body, or a
 //! stream of server-sent events) or a [`ProviderError`] from the provider table. The
 //! [`Registry`] holds the active provider and the models registered with it; a model outside
 //! the registry is 501 PROVIDER_NOT_CONFIGURED before any provider is called.
 //!
 //! Two providers ship: [`mock::MockProvider`], deterministic and in process, and
-//! [`live::LiveProvider`], any OpenAI-compatible `POST {base}/chat/completions`.
+//! [`live::LiveProvider`], any OpenAI-compatible API under a base URL.
 
 mod error;
 pub mod live;
 pub mod mock;
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -29,7 +29,7 @@ pub use error::{
 };
 
 use crate::config::{LlmMode, ProviderConfig};
-use crate::validate::ChatRequest;
+use crate::request::ApiRequest;
 
 /// Raw server-sent event bytes, in the order the provider produced them.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Bytes, ProviderError>> + Send>>;
@@ -81,7 +81,7 @@ pub struct CallInfo {
     pub trace_parent: Option<TraceParent>,
 }
 
-/// Something that answers chat completions.
+/// Something that answers the provider-backed routes.
 pub trait Provider: Send + Sync + 'static {
     /// A short name for logs: `mock`, `live`.
     fn name(&self) -> &'static str;
@@ -89,7 +89,7 @@ pub trait Provider: Send + Sync + 'static {
     /// Answers one validated request.
     fn complete<'a>(
         &'a self,
-        request: &'a ChatRequest,
+        request: &'a ApiRequest,
         call: &'a CallInfo,
     ) -> BoxFuture<'a, Result<ProviderReply, ProviderError>>;
 }
@@ -99,7 +99,7 @@ pub trait Provider: Send + Sync + 'static {
 pub struct Registry {
     provider: Arc<dyn Provider>,
     /// Empty means every model is forwarded (live mode without `SVC_PROVIDER_MODELS`).
-    models: Arc<HashSet<String>>,
+    models: Arc<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -134,6 +134,11 @@ impl Registry {
         self.provider.name()
     }
 
+    /// The registered model names, sorted; empty when every model is forwarded.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        self.models.iter().map(String::as_str)
+    }
+
     /// True when `model` may be sent to the active provider.
     pub fn is_registered(&self, model: &str) -> bool {
         self.models.is_empty() || self.models.contains(model)
@@ -142,7 +147,7 @@ impl Registry {
     /// Answers `request` with the active provider, or 501 for an unregistered model.
     pub async fn complete(
         &self,
-        request: &ChatRequest,
+        request: &ApiRequest,
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
         if !self.is_registered(&request.model) {

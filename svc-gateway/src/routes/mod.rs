@@ -1,6 +1,8 @@
 //! The route handlers. The stack around them is assembled in [`crate::app`](mod@crate::app).
 
-pub(crate) mod chat;
+pub(crate) mod forward;
+pub(crate) mod models;
+pub(crate) mod openapi;
 pub(crate) mod ops;
 pub(crate) mod probe;
 
@@ -8,7 +10,8 @@ use axum::body::Body;
 use axum::response::Response;
 use svc_tower::error::{ApiError, ErrorCode};
 
-pub use chat::ForwardService;
+pub use forward::ForwardService;
+pub use openapi::DOCUMENT as OPENAPI_DOCUMENT;
 pub use ops::METRICS_CONTENT_TYPE;
 
 /// No route matches: 404 NOT_FOUND in the envelope.

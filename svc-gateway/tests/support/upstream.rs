@@ -89,8 +89,11 @@ impl Upstream {
             release: Notify::new(),
             stream_dropped: Notify::new(),
         });
+        // Every OpenAI route the gateway forwards gets the scripted answer.
         let app = Router::new()
             .route("/v1/chat/completions", post(answer))
+            .route("/v1/embeddings", post(answer))
+            .route("/v1/responses", post(answer))
             .with_state(inner.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -55,6 +55,7 @@
 //! | [`TokenError::Invalid`] (gRPC Unauthenticated) | 401 `INVALID_TOKEN` |
 //! | [`TokenError::Timeout`], [`TokenError::Unavailable`], [`TokenError::Internal`] | 503 `SERVICE_DEGRADED`, `Retry-After: 1` |
 //! | valid | the inner service, with the [`OrgContext`](crate::context::OrgContext) in the request extensions |
+//! | with [`PatAuthLayer::failure_limit`], an address over its limit of rejected tokens | 429 `RATE_LIMITED`, `Retry-After`, without calling the validator |
 //!
 //! The request body is not polled until the token is valid, and a rejected request never
 //! reaches the inner service. [`RequirePermission`] then answers 403
@@ -67,6 +68,7 @@
 //! before AgentCheck, which needs the token's org. RequirePermission goes on each route, after
 //! PatAuth (or after AgentCheck: the order between those two does not matter).
 
+mod failures;
 mod future;
 #[cfg(feature = "grpc")]
 pub mod grpc;
@@ -74,6 +76,7 @@ mod permission;
 mod service;
 mod validator;
 
+pub use failures::{AddrFn, AuthFailureLimit, DEFAULT_MAX_ADDRESSES};
 pub use future::ResponseFuture;
 #[cfg(feature = "grpc")]
 pub use grpc::GrpcAuthClient;

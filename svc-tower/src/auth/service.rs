@@ -8,6 +8,7 @@ use std::time::Instant;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
+use super::failures::{Admit, AuthFailureLimit};
 use super::future::ResponseFuture;
 use super::validator::{TokenError, TokenValidator, bearer_token};
 use crate::body::ResponseBody;
@@ -24,6 +25,7 @@ const DEGRADED_RETRY_AFTER_SECS: u64 = 1;
 pub struct PatAuthLayer<V> {
     validator: V,
     metrics: Option<ProxyMetrics>,
+    failures: Option<AuthFailureLimit>,
 }
 
 impl<V: TokenValidator> PatAuthLayer<V> {
@@ -32,7 +34,16 @@ impl<V: TokenValidator> PatAuthLayer<V> {
         PatAuthLayer {
             validator,
             metrics: None,
+            failures: None,
         }
+    }
+
+    /// Answers 429 `RATE_LIMITED` (with `Retry-After`), without calling the validator, to a
+    /// client address over `limit`'s rejected tokens per minute. Clones of the limit share
+    /// their counts, so one limit can guard several routes.
+    pub fn failure_limit(mut self, limit: AuthFailureLimit) -> PatAuthLayer<V> {
+        self.failures = Some(limit);
+        self
     }
 
     /// Records each validation in `svc_proxy_auth_validate_duration_seconds{result}`, with
@@ -47,6 +58,7 @@ impl<V> fmt::Debug for PatAuthLayer<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PatAuthLayer")
             .field("metrics", &self.metrics.is_some())
+            .field("failures", &self.failures)
             .finish_non_exhaustive()
     }
 }
@@ -59,6 +71,7 @@ impl<S, V: Clone> Layer<S> for PatAuthLayer<V> {
             inner,
             validator: self.validator.clone(),
             metrics: self.metrics.clone(),
+            failures: self.failures.clone(),
         }
     }
 }
@@ -69,6 +82,7 @@ pub struct PatAuth<S, V> {
     inner: S,
     validator: V,
     metrics: Option<ProxyMetrics>,
+    failures: Option<AuthFailureLimit>,
 }
 
 impl<S, V: TokenValidator> PatAuth<S, V> {
@@ -105,6 +119,15 @@ where
             Ok(token) => token.to_owned(),
             Err(code) => return ResponseFuture::reject(ApiError::new(code)),
         };
+        let failures = self.failures.clone().map(|limit| {
+            let key = limit.key(req.headers(), req.extensions());
+            (limit.admit(key), limit)
+        });
+        if let Some((Admit::Refuse { retry_after }, _)) = failures {
+            return ResponseFuture::reject(
+                ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after),
+            );
+        }
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
         // A tracer's TraceParent extension, else the TraceId: GrpcAuthClient sends it.
@@ -117,6 +140,9 @@ where
                 trace_context::scope_request(trace, async { validator.validate(&token).await })
                     .await;
             drop(token);
+            if let Some((admit, limit)) = failures {
+                limit.settle(admit, matches!(outcome, Err(TokenError::Invalid)));
+            }
             let result = match &outcome {
                 Ok(_) => "ok",
                 Err(err) => err.label(),
@@ -438,5 +464,38 @@ mod tests {
             assert!(text.contains(&line), "{line} missing in\n{text}");
         }
         assert!(!text.contains(TOKEN));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_address_over_its_failure_limit_gets_429_without_a_validation() {
+        let (validator, calls) = fixed(Err(TokenError::Invalid));
+        let svc = PatAuthLayer::new(validator)
+            .failure_limit(super::super::AuthFailureLimit::per_minute(3))
+            .layer(service_fn(echo_org));
+        let from = |last: u8| {
+            let mut req = request(Some(&format!("Bearer {TOKEN}")));
+            req.extensions_mut()
+                .insert(std::net::SocketAddr::from(([192, 0, 2, last], 4000)));
+            req
+        };
+        for _ in 0..3 {
+            let response = svc.clone().oneshot(from(1)).await.unwrap();
+            assert_eq!(code(&response), Some("INVALID_TOKEN"));
+        }
+        let response = svc.clone().oneshot(from(1)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(code(&response), Some("RATE_LIMITED"));
+        assert_eq!(response.headers()[header::RETRY_AFTER], "20");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "the refused call was validated"
+        );
+        // Another address still reaches the validator.
+        let response = svc.clone().oneshot(from(2)).await.unwrap();
+        assert_eq!(code(&response), Some("INVALID_TOKEN"));
+        // A malformed bearer is refused before the limit is consulted, and not counted.
+        let response = svc.oneshot(request(Some("Bearer nope"))).await.unwrap();
+        assert_eq!(code(&response), Some("INVALID_TOKEN"));
     }
 }

@@ -1,6 +1,6 @@
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of a request's method, route and canonical body.
@@ -15,35 +15,42 @@ pub struct Fingerprint([u8; 32]);
 impl Fingerprint {
     /// The fingerprint of a request.
     pub fn compute(method: &http::Method, route: &str, body: &[u8]) -> Fingerprint {
-        Fingerprint::compute_parsed(method, route, body).0
-    }
-
-    /// The fingerprint, and the body as JSON when it is JSON (parsed once for both uses).
-    pub(crate) fn compute_parsed(
-        method: &http::Method,
-        route: &str,
-        body: &[u8],
-    ) -> (Fingerprint, Option<Value>) {
-        let mut hasher = Sha256::new();
-        // Length prefixes keep the fields apart: no method/route split can collide.
-        for field in [method.as_str().as_bytes(), route.as_bytes()] {
-            hasher.update((field.len() as u64).to_be_bytes());
-            hasher.update(field);
-        }
-        let json = serde_json::from_slice::<Value>(body).ok();
-        match &json {
-            Some(json) => {
-                hasher.update(b"J");
-                let mut canonical = Vec::with_capacity(body.len());
-                write_canonical(json, &mut canonical);
-                hasher.update(&canonical);
-            }
-            None => {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(json) => Fingerprint::of_json(method, route, &json),
+            Err(_) => {
+                let mut hasher = head(method, route);
                 hasher.update(b"R");
                 hasher.update(body);
+                Fingerprint(hasher.finalize().into())
             }
         }
-        (Fingerprint(hasher.finalize().into()), json)
+    }
+
+    /// The fingerprint of a request whose body was already parsed as `json`: equal to
+    /// [`compute`](Self::compute) of its bytes. A caller that parsed the body puts this in the
+    /// request extensions, and [`Idempotency`](super::Idempotency) uses it without parsing the
+    /// body again.
+    pub fn of_json(method: &http::Method, route: &str, json: &Value) -> Fingerprint {
+        let mut hasher = head(method, route);
+        hasher.update(b"J");
+        let mut canonical = Vec::with_capacity(256);
+        write_canonical(json, &mut canonical);
+        hasher.update(&canonical);
+        Fingerprint(hasher.finalize().into())
+    }
+
+    /// As [`of_json`](Self::of_json), for a body that is a JSON object.
+    pub fn of_object(
+        method: &http::Method,
+        route: &str,
+        object: &Map<String, Value>,
+    ) -> Fingerprint {
+        let mut hasher = head(method, route);
+        hasher.update(b"J");
+        let mut canonical = Vec::with_capacity(256);
+        write_object(object, &mut canonical);
+        hasher.update(&canonical);
+        Fingerprint(hasher.finalize().into())
     }
 
     /// A fingerprint from its 32 bytes.
@@ -67,24 +74,36 @@ impl fmt::Debug for Fingerprint {
     }
 }
 
+/// The method and route, length-prefixed: no method/route split can collide.
+fn head(method: &http::Method, route: &str) -> Sha256 {
+    let mut hasher = Sha256::new();
+    for field in [method.as_str().as_bytes(), route.as_bytes()] {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field);
+    }
+    hasher
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_string(key, out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+    out.push(b'}');
+}
+
 /// Writes `value` with sorted object keys and no whitespace, whatever map order serde_json
 /// was built with.
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(key, out);
-                out.push(b':');
-                write_canonical(value, out);
-            }
-            out.push(b'}');
-        }
+        Value::Object(map) => write_object(map, out),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -158,5 +177,20 @@ mod tests {
         assert_eq!(post("/", "not json"), post("/", "not json"));
         assert_ne!(post("/", "not json"), post("/", "not  json"));
         assert_eq!(post("/", "1"), post("/", " 1 "));
+    }
+
+    #[test]
+    fn a_parsed_body_has_the_fingerprint_of_its_bytes() {
+        let body = r#"{"b": [1, {"z": null, "a": "x"}], "a": 2.5}"#;
+        let json: Value = serde_json::from_str(body).unwrap();
+        let method = http::Method::POST;
+        assert_eq!(Fingerprint::of_json(&method, "/r", &json), post("/r", body));
+        let Value::Object(object) = json else {
+            panic!("an object")
+        };
+        assert_eq!(
+            Fingerprint::of_object(&method, "/r", &object),
+            post("/r", body)
+        );
     }
 }

@@ -18,13 +18,12 @@ use super::fingerprint::Fingerprint;
 use super::guard::ClaimGuard;
 use super::layer::Config;
 use super::respond::{
-    in_progress, key_reuse, reject, replay, storable, stored_headers, streaming_with_key,
-    transient, unreadable,
+    called, in_progress, key_reuse, reject, replay, storable, stored_headers, unreadable,
 };
 use super::store::{Claim, IdempotencyStore, StoredResponse};
 use crate::body::ResponseBody;
 use crate::envelope::EnvelopeRenderer;
-use crate::error::{ApiError, ErrorCode};
+use crate::error::ApiError;
 use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
 
 static WARN: WarnThrottle = WarnThrottle::new("idempotency");
@@ -190,11 +189,15 @@ where
                         });
                         continue;
                     };
-                    let (fingerprint, json) =
-                        Fingerprint::compute_parsed(&parts.method, &scope.route, &bytes);
-                    if json.as_ref().and_then(|j| j.get("stream")) == Some(&true.into()) {
-                        return Poll::Ready(Ok(reject(streaming_with_key())));
+                    if let Some(error) = config.refuse(&parts, &bytes) {
+                        return Poll::Ready(Ok(reject(error)));
                     }
+                    // A caller that parsed the body already hands its fingerprint over, so
+                    // nothing parses the body twice.
+                    let fingerprint = match parts.extensions.get::<Fingerprint>() {
+                        Some(fingerprint) => *fingerprint,
+                        None => Fingerprint::compute(&parts.method, &scope.route, &bytes),
+                    };
                     let claim = timeout(
                         config.timeout,
                         store.claim(scope.org_id, &scope.key, fingerprint, config.pending_ttl),
@@ -254,7 +257,7 @@ where
                 }
                 StateProj::Forward { future } => {
                     let response = ready!(future.poll(cx))?;
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    return Poll::Ready(Ok(called(response.map(ResponseBody::inner))));
                 }
                 StateProj::Calling {
                     future,
@@ -264,7 +267,7 @@ where
                     // On an inner error the guard drops with this future and frees the key.
                     let response = ready!(future.poll(cx))?;
                     let guard = guard.take().expect("polled after completion");
-                    match rendered_rejection(response, renderer.take()) {
+                    match rendered_rejection(config, response, renderer.take()) {
                         Ok(rendered) => {
                             let (parts, bytes) = rendered.into_parts();
                             let stored = StoredResponse {
@@ -279,7 +282,7 @@ where
                             }
                         }
                         Err(response) => {
-                            if storable(&response) {
+                            if storable(config, &response) {
                                 let (parts, body) = response.into_parts();
                                 State::Buffering {
                                     collect: http_body_util::BodyExt::collect(body),
@@ -302,7 +305,7 @@ where
                         Err(_elapsed) => fail_open(config, FailureKind::Timeout, None),
                     }
                     let response = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    return Poll::Ready(Ok(called(response.map(ResponseBody::inner))));
                 }
                 StateProj::Buffering {
                     collect,
@@ -319,8 +322,8 @@ where
                             // The inner body broke off: nothing to store; the guard frees the
                             // key as it drops.
                             drop(guard);
-                            let error = ApiError::new(ErrorCode::ProviderUnavailable);
-                            return Poll::Ready(Ok(reject(error)));
+                            let error = ApiError::new(config.broken_body.clone());
+                            return Poll::Ready(Ok(called(reject(error))));
                         }
                     };
                     let stored = StoredResponse {
@@ -353,7 +356,7 @@ where
                     }
                     drop(guard);
                     let response = response.take().expect("polled after completion");
-                    return Poll::Ready(Ok(response.map(ResponseBody::full)));
+                    return Poll::Ready(Ok(called(response.map(ResponseBody::full))));
                 }
             };
             this.state.set(next);
@@ -365,11 +368,12 @@ where
 /// bytes now, so it is committed and replayed like a success; `Err` hands back any other
 /// response, and a rejection when no renderer is in front (it then re-runs on retry).
 fn rendered_rejection<B>(
+    config: &Config,
     response: Response<B>,
     renderer: Option<EnvelopeRenderer>,
 ) -> Result<Response<Bytes>, Response<B>> {
     match renderer {
-        Some(renderer) if !transient(response.status()) => renderer.render(response),
+        Some(renderer) if !config.releases(response.status()) => renderer.render(response),
         _ => Err(response),
     }
 }

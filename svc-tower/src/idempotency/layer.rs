@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderName, Request, Response, header};
+use http::{HeaderName, Request, Response, StatusCode, header};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 use tower::{BoxError, Layer, Service};
 use uuid::Uuid;
 
 use super::future::{ResponseFuture, Scope};
+use super::respond::transient;
 use super::store::IdempotencyStore;
 use crate::context::OrgContext;
 use crate::envelope::EnvelopeRenderer;
@@ -37,6 +38,8 @@ pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(120);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 type RouteFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
+type RefuseFn = Arc<dyn Fn(&Parts, &[u8]) -> Option<ApiError> + Send + Sync>;
+type ReleaseFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -45,6 +48,10 @@ pub(crate) struct Config {
     pub(crate) timeout: Duration,
     pub(crate) metrics: Option<ProxyMetrics>,
     route: Option<RouteFn>,
+    refuse: Option<RefuseFn>,
+    release: Option<ReleaseFn>,
+    /// Answered when the inner response body breaks off (nothing is stored).
+    pub(crate) broken_body: ErrorCode,
 }
 
 impl Config {
@@ -52,6 +59,19 @@ impl Config {
         match &self.route {
             Some(route) => route(parts),
             None => parts.uri.path().to_owned(),
+        }
+    }
+
+    /// The caller's refusal of a keyed request, if any.
+    pub(crate) fn refuse(&self, parts: &Parts, body: &[u8]) -> Option<ApiError> {
+        self.refuse.as_ref().and_then(|refuse| refuse(parts, body))
+    }
+
+    /// Whether a response status frees the key instead of being stored.
+    pub(crate) fn releases(&self, status: StatusCode) -> bool {
+        match &self.release {
+            Some(release) => release(status),
+            None => transient(status),
         }
     }
 }
@@ -64,6 +84,9 @@ impl fmt::Debug for Config {
             .field("timeout", &self.timeout)
             .field("metrics", &self.metrics.is_some())
             .field("route_fn", &self.route.is_some())
+            .field("refuse_fn", &self.refuse.is_some())
+            .field("release_fn", &self.release.is_some())
+            .field("broken_body", &self.broken_body)
             .finish()
     }
 }
@@ -95,6 +118,9 @@ impl<S> IdempotencyLayer<S> {
                 timeout: DEFAULT_TIMEOUT,
                 metrics: None,
                 route: None,
+                refuse: None,
+                release: None,
+                broken_body: ErrorCode::InternalError,
             }),
         }
     }
@@ -134,6 +160,35 @@ impl<S> IdempotencyLayer<S> {
         F: Fn(&Parts) -> String + Send + Sync + 'static,
     {
         Arc::make_mut(&mut self.config).route = Some(Arc::new(route));
+        self
+    }
+
+    /// Refuses some keyed requests before they claim anything, from the request head and body
+    /// (an API that cannot replay a streamed answer refuses `"stream": true` here). Called only
+    /// for requests that carry a key.
+    pub fn refuse_fn<F>(mut self, refuse: F) -> IdempotencyLayer<S>
+    where
+        F: Fn(&Parts, &[u8]) -> Option<ApiError> + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.config).refuse = Some(Arc::new(refuse));
+        self
+    }
+
+    /// Which inner statuses are transient: they free the key for a retry instead of being
+    /// stored (default: 429 and every 5xx).
+    pub fn release_fn<F>(mut self, release: F) -> IdempotencyLayer<S>
+    where
+        F: Fn(StatusCode) -> bool + Send + Sync + 'static,
+    {
+        Arc::make_mut(&mut self.config).release = Some(Arc::new(release));
+        self
+    }
+
+    /// The error answered when the inner response body breaks off before its end (default
+    /// `INTERNAL_ERROR`; a gateway says which upstream failed). Nothing is stored and the key
+    /// is freed.
+    pub fn broken_body_error(mut self, code: ErrorCode) -> IdempotencyLayer<S> {
+        Arc::make_mut(&mut self.config).broken_body = code;
         self
     }
 }

@@ -66,15 +66,20 @@
 //! |---|---|---|
 //! | no `Idempotency-Key`, or no org | – | passed through, response untouched |
 //! | key over 256 characters | – | 400 `VALIDATION_ERROR`, field `Idempotency-Key` `TOO_LONG` |
-//! | body with `"stream": true` | – | 400 `VALIDATION_ERROR`, field `stream` `INVALID_ENUM` |
+//! | refused by the caller's [`refuse_fn`](IdempotencyLayer::refuse_fn) | – | the caller's error |
 //! | new key | nothing | claimed (pending), inner service called |
 //! | same key, same fingerprint | pending | 409 `IDEMPOTENCY_IN_PROGRESS`, `Retry-After: 1` |
 //! | same key, same fingerprint | committed | stored status, headers and body, `Idempotent-Replayed: true`; no inner call |
 //! | same key, other fingerprint | pending or committed | 409 `IDEMPOTENCY_KEY_REUSE`, `x-should-retry: false` |
 //! | store down or over its timeout | – | passed through without deduplication |
 //!
+//! Which inner statuses free the key instead of being stored is the caller's to say
+//! ([`release_fn`](IdempotencyLayer::release_fn); 429 and 5xx by default). Every response
+//! carries an [`IdempotencyOutcome`] in its extensions: called, replayed or refused.
+//!
 //! The fingerprint is SHA-256 of the method, the route and the canonical JSON of the body
-//! (see [`Fingerprint`]). A pending claim with a different fingerprint answers
+//! (see [`Fingerprint`]); a caller that parsed the body already puts its
+//! [`Fingerprint::of_json`] in the request extensions, and the body is not parsed again. A pending claim with a different fingerprint answers
 //! `IDEMPOTENCY_KEY_REUSE` rather than `IN_PROGRESS`: retrying can never make a different
 //! request match the key.
 //!
@@ -106,9 +111,10 @@ pub use layer::{
     DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
     Idempotency, IdempotencyLayer, MAX_KEY_CHARS, STORED_HEADERS,
 };
-pub use memory::MemoryIdempotencyStore;
+pub use memory::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_ENTRIES, MemoryIdempotencyStore};
 #[cfg(feature = "redis")]
 pub use redis::RedisIdempotencyStore;
+pub use respond::IdempotencyOutcome;
 pub use store::{Claim, ClaimToken, IdempotencyStore, StoredResponse};
 
 #[cfg(test)]

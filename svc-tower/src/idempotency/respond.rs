@@ -3,13 +3,14 @@
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tower::BoxError;
 
+use super::layer::Config;
 use super::layer::{IDEMPOTENT_REPLAYED, STORED_HEADERS};
 use super::store::StoredResponse;
 use crate::body::ResponseBody;
 use crate::body_limit::is_length_limit_error;
-use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
+use crate::error::{ApiError, ErrorCode, X_SHOULD_RETRY};
 
-/// A transient failure (429, 5xx): never stored, so the same key can retry.
+/// The default transient failure (429, 5xx): never stored, so the same key can retry.
 pub(crate) fn transient(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
@@ -17,8 +18,8 @@ pub(crate) fn transient(status: StatusCode) -> bool {
 /// Whether a response is stored for replay as it is. Transient failures are not; nor are
 /// rejections still waiting for the error envelope (they carry an [`ApiError`] and a
 /// placeholder body) when no renderer was found to write their bytes first.
-pub(crate) fn storable<B>(response: &Response<B>) -> bool {
-    !transient(response.status()) && response.extensions().get::<ApiError>().is_none()
+pub(crate) fn storable<B>(config: &Config, response: &Response<B>) -> bool {
+    !config.releases(response.status()) && response.extensions().get::<ApiError>().is_none()
 }
 
 pub(crate) fn stored_headers(headers: &HeaderMap) -> HeaderMap {
@@ -31,8 +32,31 @@ pub(crate) fn stored_headers(headers: &HeaderMap) -> HeaderMap {
     stored
 }
 
+/// What [`Idempotency`](super::Idempotency) did with a request, in the extensions of every
+/// response it returns, so nothing behind it has to guess from statuses or headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdempotencyOutcome {
+    /// The inner service was called (under a claim, or without one: no key, no org, or the
+    /// store failed open).
+    Called,
+    /// A committed response was replayed; the inner service was not called.
+    Replayed,
+    /// The layer answered itself (a conflict, an invalid key, a refused body); the inner
+    /// service was not called.
+    Refused,
+}
+
+/// Marks a response of the inner service.
+pub(crate) fn called<B>(mut response: Response<B>) -> Response<B> {
+    response.extensions_mut().insert(IdempotencyOutcome::Called);
+    response
+}
+
 pub(crate) fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
     let mut response = Response::new(ResponseBody::full(stored.body));
+    response
+        .extensions_mut()
+        .insert(IdempotencyOutcome::Replayed);
     *response.status_mut() = stored.status;
     *response.headers_mut() = stored.headers;
     response.headers_mut().insert(
@@ -43,7 +67,11 @@ pub(crate) fn replay<B>(stored: StoredResponse) -> Response<ResponseBody<B>> {
 }
 
 pub(crate) fn reject<B>(error: ApiError) -> Response<ResponseBody<B>> {
-    error.into_response_with(ResponseBody::empty())
+    let mut response = error.into_response_with(ResponseBody::empty());
+    response
+        .extensions_mut()
+        .insert(IdempotencyOutcome::Refused);
+    response
 }
 
 pub(crate) fn unreadable(error: BoxError) -> ApiError {
@@ -52,14 +80,6 @@ pub(crate) fn unreadable(error: BoxError) -> ApiError {
     } else {
         ApiError::new(ErrorCode::InvalidJson).with_message("The request body could not be read.")
     }
-}
-
-pub(crate) fn streaming_with_key() -> ApiError {
-    ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
-        "stream",
-        FieldErrorCode::InvalidEnum,
-        "stream must be false or absent when Idempotency-Key is present.",
-    ))
 }
 
 /// The same request is still running: the OpenAI SDKs retry a 409 after `Retry-After`.

@@ -29,6 +29,16 @@ pub static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-
 pub static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`: seconds until the org's allowance is whole again.
 pub static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// `x-ratelimit-limit-requests`: [`X_RATELIMIT_LIMIT`] under the name OpenAI's API uses, which
+/// the official SDKs and agent frameworks read to pace themselves.
+pub static X_RATELIMIT_LIMIT_REQUESTS: HeaderName =
+    HeaderName::from_static("x-ratelimit-limit-requests");
+/// `x-ratelimit-remaining-requests`: [`X_RATELIMIT_REMAINING`] under OpenAI's name.
+pub static X_RATELIMIT_REMAINING_REQUESTS: HeaderName =
+    HeaderName::from_static("x-ratelimit-remaining-requests");
+/// `x-ratelimit-reset-requests`: the reset as OpenAI writes it, a duration like `1s` or `6m0s`.
+pub static X_RATELIMIT_RESET_REQUESTS: HeaderName =
+    HeaderName::from_static("x-ratelimit-reset-requests");
 
 static WARN: WarnThrottle = WarnThrottle::new("rate_limit");
 
@@ -261,15 +271,29 @@ fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {
 }
 
 fn set_headers(headers: &mut HeaderMap, decision: &Decision) {
-    headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(decision.limit));
-    headers.insert(
-        X_RATELIMIT_REMAINING.clone(),
-        HeaderValue::from(decision.remaining),
-    );
+    let limit = HeaderValue::from(decision.limit);
+    let remaining = HeaderValue::from(decision.remaining);
+    headers.insert(X_RATELIMIT_LIMIT.clone(), limit.clone());
+    headers.insert(X_RATELIMIT_REMAINING.clone(), remaining.clone());
     headers.insert(
         X_RATELIMIT_RESET.clone(),
         HeaderValue::from(decision.reset_after_secs),
     );
+    headers.insert(X_RATELIMIT_LIMIT_REQUESTS.clone(), limit);
+    headers.insert(X_RATELIMIT_REMAINING_REQUESTS.clone(), remaining);
+    if let Ok(reset) = HeaderValue::try_from(openai_duration(decision.reset_after_secs)) {
+        headers.insert(X_RATELIMIT_RESET_REQUESTS.clone(), reset);
+    }
+}
+
+/// Seconds as OpenAI's rate-limit headers write them: `0s`, `45s`, `6m0s`, `1h2m3s`.
+pub(crate) fn openai_duration(secs: u64) -> String {
+    let (hours, minutes, seconds) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, _) => format!("{minutes}m{seconds}s"),
+        _ => format!("{hours}h{minutes}m{seconds}s"),
+    }
 }
 
 fn rejection<B>(decision: &Decision) -> Response<ResponseBody<B>> {

@@ -77,6 +77,19 @@ async fn adds_rate_limit_headers_to_allowed_responses() {
         Some("9")
     );
     assert_eq!(header(&response, &X_RATELIMIT_RESET).as_deref(), Some("6"));
+    // The same figures under OpenAI's names, which the SDKs read.
+    assert_eq!(
+        header(&response, &X_RATELIMIT_LIMIT_REQUESTS).as_deref(),
+        Some("10")
+    );
+    assert_eq!(
+        header(&response, &X_RATELIMIT_REMAINING_REQUESTS).as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        header(&response, &X_RATELIMIT_RESET_REQUESTS).as_deref(),
+        Some("6s")
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -104,6 +117,10 @@ async fn refuses_over_the_limit_with_429_retry_after_and_headers() {
         Some("0")
     );
     assert_eq!(header(&refused, &X_RATELIMIT_RESET).as_deref(), Some("60"));
+    assert_eq!(
+        header(&refused, &X_RATELIMIT_RESET_REQUESTS).as_deref(),
+        Some("1m0s")
+    );
     let error = refused.extensions().get::<ApiError>().unwrap();
     assert_eq!(error.code(), &ErrorCode::RateLimited);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
@@ -500,4 +517,13 @@ mod redis_backed {
         }
         assert_eq!(calls.load(Ordering::SeqCst), 20);
     }
+}
+
+#[test]
+fn durations_are_written_as_openai_writes_them() {
+    use super::layer::openai_duration;
+    assert_eq!(openai_duration(0), "0s");
+    assert_eq!(openai_duration(45), "45s");
+    assert_eq!(openai_duration(360), "6m0s");
+    assert_eq!(openai_duration(3723), "1h2m3s");
 }

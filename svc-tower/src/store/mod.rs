@@ -7,7 +7,11 @@
 //! object-safe, so a gateway can pick its backend at start-up behind an `Arc<dyn ..>`.
 
 #[cfg(feature = "redis")]
+mod dial;
+#[cfg(feature = "redis")]
 mod pool;
+#[cfg(feature = "redis")]
+mod single;
 
 use std::error::Error as StdError;
 use std::fmt;

@@ -118,16 +118,15 @@ impl Store for PgStore {
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
         self.timer
             .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                let row: Option<AgentRow> = sqlx::query_as(&format!(
-                    "SELECT {AGENT_COLUMNS} FROM agents WHERE org_id = $1 AND agent_id = $2"
-                ))
-                .bind(org_id)
-                .bind(agent_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
+                // One round trip: the function sets the org for its own statement, so row-level
+                // security applies as in an org-scoped transaction (see the migration).
+                let row: Option<AgentRow> =
+                    sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agent_in_org($1, $2)"))
+                        .bind(org_id)
+                        .bind(agent_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(map_error)?;
                 row.map(Agent::try_from).transpose()
             })
             .await
@@ -239,8 +238,8 @@ impl Store for PgStore {
                 check_token_references(&mut *tx, org_id, &token).await?;
                 let row: TokenRow = sqlx::query_as(&format!(
                     "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
-                                     secret_hash, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {TOKEN_COLUMNS}"
+                                     secret_hash, expires_at, issuer_token_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {TOKEN_COLUMNS}"
                 ))
                 .bind(token.token_id)
                 .bind(org_id)
@@ -250,6 +249,7 @@ impl Store for PgStore {
                 .bind(&token.name)
                 .bind(&token.secret_hash)
                 .bind(token.expires_at)
+                .bind(token.issuer_token_id)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_insert_error(e, "token"))?;

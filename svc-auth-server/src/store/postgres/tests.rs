@@ -32,6 +32,20 @@ async fn postgres_passes_the_store_suite() {
 }
 
 /// Two orgs, each with an agent and a token.
+/// An unbound chat token with a placeholder hash, issued by `issuer`.
+fn chat_token(issuer_token_id: Option<Uuid>) -> NewToken {
+    NewToken {
+        token_id: Uuid::new_v4(),
+        user_id: None,
+        agent_id: None,
+        permissions: Permissions::CHAT_COMPLETIONS,
+        name: None,
+        secret_hash: "$argon2id$placeholder".into(),
+        expires_at: None,
+        issuer_token_id,
+    }
+}
+
 async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
     let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
     for org in [a, b] {
@@ -58,21 +72,7 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
             )
             .await
             .unwrap();
-        store
-            .create_token(
-                org,
-                NewToken {
-                    token_id: Uuid::new_v4(),
-                    user_id: None,
-                    agent_id: None,
-                    permissions: Permissions::CHAT_COMPLETIONS,
-                    name: None,
-                    secret_hash: "$argon2id$placeholder".into(),
-                    expires_at: None,
-                },
-            )
-            .await
-            .unwrap();
+        store.create_token(org, chat_token(None)).await.unwrap();
     }
     (a, b)
 }
@@ -321,4 +321,76 @@ async fn a_tenant_transaction_sees_its_org_only_and_leaves_nothing_on_the_connec
         .await
         .unwrap();
     assert_eq!(setting.unwrap_or_default(), "");
+}
+
+#[tokio::test]
+async fn the_agent_lookup_is_one_statement_under_the_policies_and_leaves_nothing_behind() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 1);
+    let (a, b) = two_orgs(&store).await;
+    let agent_of = |org: Uuid| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, Uuid>("SELECT agent_id FROM agents")
+                .fetch_all(&mut *pool::begin_tenant(&pool, org).await.unwrap())
+                .await
+                .unwrap()[0]
+        }
+    };
+    let (agent_a, agent_b) = (agent_of(a).await, agent_of(b).await);
+    let found = store.agent(a, agent_a).await.unwrap().expect("own agent");
+    assert_eq!((found.org_id, found.agent_id), (a, agent_a));
+    assert!(
+        store.agent(a, agent_b).await.unwrap().is_none(),
+        "another org's agent"
+    );
+
+    // The function reads as its caller: with the org setting pointing elsewhere, the policies
+    // hide even a row the WHERE clause would match.
+    let hidden: Option<Uuid> = sqlx::query_scalar(
+        "SELECT a.agent_id FROM (SELECT set_config('svc.org_id', $1, true)) AS s, \
+         LATERAL (SELECT agent_id FROM agents WHERE agent_id = $2) AS a",
+    )
+    .bind(b.to_string())
+    .bind(agent_a)
+    .fetch_optional(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(hidden, None);
+    let definer: bool =
+        sqlx::query_scalar("SELECT prosecdef FROM pg_proc WHERE proname = 'agent_in_org'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert!(!definer, "agent_in_org must run as its caller, under RLS");
+
+    let setting: Option<String> = sqlx::query_scalar("SELECT current_setting('svc.org_id', true)")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        setting.unwrap_or_default(),
+        "",
+        "the setting ends with the statement"
+    );
+}
+
+#[tokio::test]
+async fn an_issuer_must_be_a_token_of_the_same_org() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 2);
+    let (a, b) = two_orgs(&store).await;
+    let token_of = |org| {
+        let store = store.clone();
+        async move { store.list_tokens(org, None, 1).await.unwrap()[0].token_id }
+    };
+    let issuer_in_b = token_of(b).await;
+    let child = |issuer| chat_token(Some(issuer));
+    let error = store
+        .create_token(a, child(issuer_in_b))
+        .await
+        .expect_err("an issuer in another org");
+    assert!(matches!(error, StoreError::Query(_)), "{error:?}");
+    let created = store.create_token(a, child(token_of(a).await)).await;
+    assert!(created.is_ok(), "{created:?}");
 }

@@ -16,7 +16,7 @@ const SCHEMA: &str = include_str!("schema.sql");
 
 /// The `user_version` this build writes. A database stamped with a higher one was written by a
 /// newer build, whose schema this one may misread, so opening it is refused.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Default pool size for a file. SQLite has one writer at a time; a few connections let
 /// validation reads proceed while a token is written (WAL readers never wait for the writer).
@@ -90,6 +90,27 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
     Ok(pool)
 }
 
+/// Version 2: a database written by version 1 gets the tokens' issuer column, which
+/// `CREATE TABLE IF NOT EXISTS` does not add to an existing table.
+async fn add_issuer_column(tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+    let present: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pragma_table_info('tokens') WHERE name = 'issuer_token_id'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(map_error)?;
+    if present == 0 {
+        sqlx::raw_sql(
+            "ALTER TABLE tokens ADD COLUMN issuer_token_id BLOB \
+             CHECK (length(issuer_token_id) = 16)",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(map_error)?;
+    }
+    Ok(())
+}
+
 async fn create_schema(pool: &SqlitePool) -> Result<(), StoreError> {
     let mut conn = pool.acquire().await.map_err(map_error)?;
     let mut tx = conn
@@ -113,6 +134,7 @@ async fn create_schema(pool: &SqlitePool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(map_error)?;
+    add_issuer_column(&mut tx).await?;
     // PRAGMA takes no bind parameters; the value is a constant.
     sqlx::raw_sql(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .execute(&mut *tx)

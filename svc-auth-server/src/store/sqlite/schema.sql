@@ -51,6 +51,8 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_at  INTEGER NOT NULL,
     expires_at  INTEGER,
     revoked_at  INTEGER,
+    -- The token that issued this one through CreateToken; added in schema version 2.
+    issuer_token_id BLOB CHECK (length(issuer_token_id) = 16),
     -- Composite keys: a token's user and agent must belong to the token's org.
     FOREIGN KEY (org_id, user_id) REFERENCES org_memberships (org_id, user_id),
     FOREIGN KEY (org_id, agent_id) REFERENCES agents (org_id, agent_id)

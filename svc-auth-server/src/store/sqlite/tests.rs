@@ -32,6 +32,7 @@ fn new_token(permissions: Permissions) -> NewToken {
         name: None,
         secret_hash: "$argon2id$placeholder".into(),
         expires_at: None,
+        issuer_token_id: None,
     }
 }
 
@@ -200,4 +201,33 @@ fn busy_and_locked_codes_are_unavailable() {
     assert!(!is_busy(Some("2067"))); // SQLITE_CONSTRAINT_UNIQUE
     assert!(!is_busy(Some("nope")));
     assert!(!is_busy(None));
+}
+
+#[tokio::test]
+async fn a_version_1_database_gets_the_issuer_column() {
+    let dir = TempDir::create();
+    let path = database_in(&dir);
+    let org_id = Uuid::new_v4();
+    let old = new_token(Permissions::CHAT_COMPLETIONS);
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.ensure_organization(org_id).await.unwrap();
+        store.create_token(org_id, old.clone()).await.unwrap();
+        // Back to what version 1 wrote: no issuer column.
+        sqlx::raw_sql("ALTER TABLE tokens DROP COLUMN issuer_token_id; PRAGMA user_version = 1")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let child = NewToken {
+        issuer_token_id: Some(old.token_id),
+        ..new_token(Permissions::CHAT_COMPLETIONS)
+    };
+    let created = store.create_token(org_id, child).await.unwrap();
+    assert_eq!(created.issuer_token_id, Some(old.token_id));
+    let listed = store.list_tokens(org_id, None, 10).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].issuer_token_id, None);
 }

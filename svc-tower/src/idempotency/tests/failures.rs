@@ -160,7 +160,9 @@ async fn a_body_that_breaks_off_is_not_stored() {
             });
         Ok::<_, std::io::Error>(http::Response::new(body))
     });
-    let service = IdempotencyLayer::new(store.clone()).layer(inner);
+    let service = IdempotencyLayer::new(store.clone())
+        .broken_body_error(ErrorCode::ProviderUnavailable)
+        .layer(inner);
     let org = org();
     let response = service
         .clone()

@@ -160,6 +160,7 @@ pub(super) struct Answer {
     pub(super) headers: HeaderMap,
     pub(super) body: Bytes,
     pub(super) error: Option<ApiError>,
+    pub(super) outcome: Option<IdempotencyOutcome>,
 }
 
 impl Answer {
@@ -190,6 +191,7 @@ where
     Answer {
         status: parts.status,
         error: parts.extensions.get::<ApiError>().cloned(),
+        outcome: parts.extensions.get::<IdempotencyOutcome>().copied(),
         headers: parts.headers,
         body,
     }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use http::StatusCode;
 
 use super::{BODY, Provider, chat, chat_at, completion, eventually, org, send};
-use crate::error::{ApiError, ErrorCode};
+use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use crate::idempotency::IdempotencyStore;
+use crate::idempotency::{Fingerprint, IdempotencyOutcome};
 
 super::on_every_backend!(
     different_route_is_key_reuse,
@@ -16,7 +17,9 @@ super::on_every_backend!(
     rendered_rejections_are_committed_and_replayed,
     rendered_transient_rejections_release_the_claim,
     inner_errors_release_the_claim,
-    stream_true_with_key_is_rejected,
+    refuse_fn_answers_before_any_claim,
+    release_fn_says_what_frees_the_key,
+    a_parsed_fingerprint_stands_for_the_body,
     keys_are_scoped_by_org,
     key_over_256_chars_is_rejected,
     abandoned_request_releases_the_claim,
@@ -159,29 +162,84 @@ async fn inner_errors_release_the_claim<S: IdempotencyStore + Clone>(store: S) {
     assert_eq!(provider.calls(), 2);
 }
 
-async fn stream_true_with_key_is_rejected<S: IdempotencyStore + Clone>(store: S) {
+/// A body the caller cannot replay (here, as a gateway would say, a stream) is refused before
+/// anything is claimed; without a key the rule does not run.
+async fn refuse_fn_answers_before_any_claim<S: IdempotencyStore + Clone>(store: S) {
     let provider = Provider::new();
-    let stack = provider.stack(layer(store));
+    let stack = provider.stack(layer(store).refuse_fn(|_parts, body| {
+        let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+        (json.get("stream") == Some(&true.into())).then(|| {
+            ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
+                "stream",
+                FieldErrorCode::InvalidEnum,
+                "stream must be false or absent when Idempotency-Key is present.",
+            ))
+        })
+    }));
     let org = org();
     let streaming = BODY.replace("{\"model\"", "{\"stream\":true,\"model\"");
     let rejected = send(&stack, chat(Some(&org), Some("k"), &streaming)).await;
     assert_eq!(rejected.status, StatusCode::BAD_REQUEST);
     assert_eq!(rejected.code(), Some("VALIDATION_ERROR"));
+    assert_eq!(rejected.outcome, Some(IdempotencyOutcome::Refused));
     let field = &rejected.error.as_ref().expect("an ApiError").field_errors()[0];
     assert_eq!(field.field, "stream");
-    assert_eq!(field.code.as_str(), "INVALID_ENUM");
     assert_eq!(provider.calls(), 0);
-    // Without a key streaming is the handler's business; stream=false with a key is fine.
-    assert_eq!(
-        send(&stack, chat(Some(&org), None, &streaming))
-            .await
-            .status,
-        StatusCode::OK
-    );
-    let not_streaming = BODY.replace("{\"model\"", "{\"stream\":false,\"model\"");
-    let ok = send(&stack, chat(Some(&org), Some("k"), &not_streaming)).await;
+    let passed = send(&stack, chat(Some(&org), None, &streaming)).await;
+    assert_eq!(passed.status, StatusCode::OK);
+    assert_eq!(passed.outcome, Some(IdempotencyOutcome::Called));
+    // The key was never claimed: a body the rule accepts uses it.
+    let ok = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
     assert_eq!(ok.status, StatusCode::OK);
+    let replay = send(&stack, chat(Some(&org), Some("k"), BODY)).await;
+    assert_eq!(replay.outcome, Some(IdempotencyOutcome::Replayed));
     assert_eq!(provider.calls(), 2);
+}
+
+/// A caller that counts 503 as final stores it; the default frees the key.
+async fn release_fn_says_what_frees_the_key<S: IdempotencyStore + Clone>(store: S) {
+    let unavailable = || {
+        Provider::responding(Arc::new(|_| {
+            let mut response =
+                http::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"{}")));
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            Ok(response)
+        }))
+    };
+    let org = org();
+    let provider = unavailable();
+    let stack = provider
+        .stack(layer(store.clone()).release_fn(|status| status == StatusCode::TOO_MANY_REQUESTS));
+    send(&stack, chat(Some(&org), Some("final-503"), BODY)).await;
+    let again = send(&stack, chat(Some(&org), Some("final-503"), BODY)).await;
+    assert!(again.replayed(), "a 503 counted as final is replayed");
+    assert_eq!(provider.calls(), 1);
+    let provider = unavailable();
+    let stack = provider.stack(layer(store));
+    send(&stack, chat(Some(&org), Some("transient-503"), BODY)).await;
+    let again = send(&stack, chat(Some(&org), Some("transient-503"), BODY)).await;
+    assert!(!again.replayed());
+    assert_eq!(provider.calls(), 2);
+}
+
+/// The layer fingerprints what the caller parsed, not the bytes: the same fingerprint over
+/// other bytes replays, a different one is key reuse.
+async fn a_parsed_fingerprint_stands_for_the_body<S: IdempotencyStore + Clone>(store: S) {
+    let provider = Provider::new();
+    let stack = provider.stack(layer(store));
+    let org = org();
+    let with = |fingerprint: Fingerprint, body: &str| {
+        let mut request = chat(Some(&org), Some("parsed"), body);
+        request.extensions_mut().insert(fingerprint);
+        request
+    };
+    let one = Fingerprint::from_bytes([1; 32]);
+    send(&stack, with(one, BODY)).await;
+    let other_bytes = send(&stack, with(one, "{}")).await;
+    assert!(other_bytes.replayed());
+    let reuse = send(&stack, with(Fingerprint::from_bytes([2; 32]), BODY)).await;
+    assert_eq!(reuse.code(), Some("IDEMPOTENCY_KEY_REUSE"));
+    assert_eq!(provider.calls(), 1);
 }
 
 async fn keys_are_scoped_by_org<S: IdempotencyStore + Clone>(store: S) {

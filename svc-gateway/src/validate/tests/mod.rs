@@ -1,4 +1,5 @@
 use super::*;
+use crate::request::Endpoint;
 use http::HeaderValue;
 use serde_json::json;
 
@@ -11,7 +12,7 @@ fn json_headers() -> HeaderMap {
     h
 }
 
-fn validate(body: Value) -> Result<ChatRequest, Rejection> {
+fn validate(body: Value) -> Result<ApiRequest, Rejection> {
     chat_request(&json_headers(), Bytes::from(body.to_string()))
 }
 
@@ -20,7 +21,7 @@ fn ok_body() -> Value {
 }
 
 /// The (field, code) pairs of a validation failure.
-fn field_errors(result: Result<ChatRequest, Rejection>) -> Vec<(String, &'static str)> {
+fn field_errors(result: Result<ApiRequest, Rejection>) -> Vec<(String, &'static str)> {
     let err = result.expect_err("should fail validation");
     assert_eq!(err.code(), &ErrorCode::ValidationError);
     err.field_errors()
@@ -37,13 +38,9 @@ fn one(field: &str, code: &'static str) -> Vec<(String, &'static str)> {
 fn accepts_a_minimal_request() {
     let req = validate(ok_body()).unwrap();
     assert_eq!(req.model, "svc-mock-1");
-    assert_eq!(
-        req.messages,
-        vec![Message {
-            role: "user".into(),
-            content: "hi".into()
-        }]
-    );
+    assert_eq!(req.endpoint, Endpoint::ChatCompletions);
+    assert_eq!(req.message_count, 1);
+    assert_eq!(req.texts(), ["hi"]);
     assert!(!req.stream);
     assert_eq!(req.temperature, None);
     assert_eq!(req.max_tokens, None);
@@ -147,8 +144,7 @@ fn messages_rules() {
     assert_eq!(
         validate(json!({"model": "m", "messages": limit}))
             .unwrap()
-            .messages
-            .len(),
+            .message_count,
         1000
     );
 }
@@ -161,6 +157,8 @@ fn message_item_rules() {
         {"role": "user"},
         {"role": 7, "content": ["parts"]},
         "not an object",
+        {"role": "robot", "content": "x"},
+        {"role": "user", "content": 5},
     ]});
     assert_eq!(
         field_errors(validate(body)),
@@ -168,8 +166,9 @@ fn message_item_rules() {
             ("messages[1].role".to_owned(), "REQUIRED"),
             ("messages[2].content".to_owned(), "REQUIRED"),
             ("messages[3].role".to_owned(), "INVALID_FORMAT"),
-            ("messages[3].content".to_owned(), "INVALID_FORMAT"),
             ("messages[4]".to_owned(), "INVALID_FORMAT"),
+            ("messages[5].role".to_owned(), "INVALID_ENUM"),
+            ("messages[6].content".to_owned(), "INVALID_FORMAT"),
         ]
     );
 }
@@ -238,7 +237,7 @@ fn unknown_keys_are_ignored_and_kept() {
     body["top_p"] = json!(0.5);
     body["user"] = json!("u-1");
     let req = validate(body).unwrap();
-    let forwarded: Value = serde_json::from_slice(&req.raw).unwrap();
+    let forwarded: Value = serde_json::from_slice(&req.upstream_body()).unwrap();
     assert_eq!(forwarded["top_p"], 0.5);
     assert_eq!(forwarded["user"], "u-1");
 }
@@ -250,13 +249,7 @@ fn idempotency_key_rules() {
         h.insert(&IDEMPOTENCY_KEY, HeaderValue::from_str(key).unwrap());
         chat_request(&h, Bytes::from(body.to_string()))
     };
-    assert_eq!(
-        with_key(&"k".repeat(256), ok_body())
-            .unwrap()
-            .idempotency_key
-            .map(|k| k.len()),
-        Some(256)
-    );
+    assert!(with_key(&"k".repeat(256), ok_body()).is_ok());
     assert_eq!(
         field_errors(with_key(&"k".repeat(257), ok_body())),
         one("Idempotency-Key", "TOO_LONG")
@@ -286,3 +279,5 @@ fn field_errors_are_bounded() {
     let errors = field_errors(validate(json!({"model": "m", "messages": many})));
     assert_eq!(errors.len(), MAX_FIELD_ERRORS);
 }
+
+mod openai_shapes;

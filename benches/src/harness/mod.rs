@@ -1,0 +1,24 @@
+//! `svc-harness`: the real binaries as separate processes, measured from outside.
+//!
+//! It starts a fake OpenAI-compatible upstream (this binary, `svc-harness upstream`), a fresh
+//! PostgreSQL database on the local server, a key prefix on the local Redis, the
+//! `svc-auth-server` binary (migrated and seeded through its own subcommands) and the
+//! `svc-gateway` binary in live mode on the upstream. Then, for the same small chat completion
+//! straight to the upstream and through the gateway:
+//!
+//! - closed loop at 1 and at 32 connections (each with one request in flight), with the CPU
+//!   seconds each process used per request (`/proc/<pid>/stat`: the gateway, the auth server,
+//!   the upstream, every PostgreSQL process, the Redis server) and the gateway's resident
+//!   memory before and after;
+//! - open loop at fixed rates (latency from each request's scheduled start, so a stall counts
+//!   for every request queued behind it), up the rate list until the added p99 reaches 5 ms:
+//!   the highest rate under it is the figure.
+//!
+//! Everything listens on 127.0.0.1; everything it started is stopped, and the database and the
+//! Redis keys are removed, when it ends.
+
+pub mod open_loop;
+pub mod procs;
+mod run;
+
+pub use run::{ADDED_P99_BUDGET, HarnessConfig, check_bin_dir, run, serve_upstream};

@@ -1,0 +1,411 @@
+//! One harness run, start to stop.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderValue};
+
+use super::open_loop;
+use super::procs::{CpuMark, Proc, pids_named, rss_kib, run_once, wait_until};
+use crate::load::PhaseStats;
+use crate::load::client::{self, Plan, Target};
+use crate::load::postgres::FreshDatabase;
+use crate::load::redis_keys::RedisKeys;
+use crate::load::upstream::{MODEL, PROVIDER_KEY, Upstream};
+
+/// What the added p99 must stay under for a rate to count.
+pub const ADDED_P99_BUDGET: Duration = Duration::from_millis(5);
+
+/// How a run is made.
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    /// Where `svc-auth-server` and `svc-gateway` are (a release build's `target/release`).
+    pub bin_dir: PathBuf,
+    /// This binary, started again as the upstream.
+    pub harness_bin: PathBuf,
+    /// A PostgreSQL maintenance database on this machine.
+    pub postgres_url: String,
+    /// The local Redis.
+    pub redis_url: String,
+    /// Requests per closed-loop phase and target.
+    pub requests: usize,
+    /// Seconds per open-loop phase and target.
+    pub seconds: u64,
+    /// Open-loop rates, in requests per second, lowest first.
+    pub rates: Vec<u32>,
+    /// Where the services' logs go.
+    pub log_dir: PathBuf,
+}
+
+/// Serves the fake upstream on `port` until killed.
+pub async fn serve_upstream(port: u16) -> std::io::Result<()> {
+    let upstream = Upstream::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).await?;
+    std::future::pending::<()>().await;
+    drop(upstream);
+    Ok(())
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok()
+}
+
+/// The processes whose CPU a phase is charged with.
+struct Group {
+    gateway: u32,
+    auth: u32,
+    upstream: u32,
+    redis: Option<u32>,
+}
+
+impl Group {
+    fn all(&self) -> Vec<(&'static str, Vec<u32>)> {
+        vec![
+            ("gateway", vec![self.gateway]),
+            ("auth server", vec![self.auth]),
+            ("PostgreSQL", pids_named("postgres")),
+            ("Redis", self.redis.into_iter().collect()),
+            ("upstream", vec![self.upstream]),
+        ]
+    }
+}
+
+/// A closed-loop phase through the gateway with its CPU bill.
+struct Costed {
+    direct: PhaseStats,
+    gateway: PhaseStats,
+    cpu_ms_per_request: Vec<(&'static str, f64)>,
+}
+
+/// Runs everything and prints the report; `Err` names what could not start.
+pub async fn run(config: &HarnessConfig) -> Result<(), String> {
+    let database = FreshDatabase::create(&config.postgres_url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let keys = RedisKeys::open(&config.redis_url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let outcome = measure(config, database.url(), keys.prefix()).await;
+    let _ = keys.delete_all().await;
+    let _ = database.drop_now().await;
+    outcome
+}
+
+async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), String> {
+    let auth_bin = config.bin_dir.join("svc-auth-server");
+    let gateway_bin = config.bin_dir.join("svc-gateway");
+    let log = |name: &str| config.log_dir.join(format!("{name}.log"));
+    let quiet = ("SVC_LOG_LEVEL", "ERROR".to_owned());
+
+    let upstream_port = free_port().map_err(|e| e.to_string())?;
+    let upstream = Proc::spawn(
+        "upstream",
+        &config.harness_bin,
+        &["upstream", "--port", &upstream_port.to_string()],
+        &[],
+        &log("upstream"),
+    )
+    .map_err(|e| format!("upstream: {e}"))?;
+
+    let dsn_env = ("POSTGRES_DSN", dsn.to_owned());
+    run_once(&auth_bin, &["migrate"], &[dsn_env.clone(), quiet.clone()])
+        .map_err(|e| format!("svc-auth-server migrate: {e}"))?;
+    let seed = run_once(&auth_bin, &["seed"], &[dsn_env.clone(), quiet.clone()])
+        .map_err(|e| format!("svc-auth-server seed: {e}"))?;
+    let seed: serde_json::Value =
+        serde_json::from_str(&seed).map_err(|e| format!("seed output: {e}"))?;
+    let token = seed["chat_token"].as_str().unwrap_or_default().to_owned();
+    let agent = seed["agents"][0]["agent_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    let (grpc_port, auth_http) = (
+        free_port().map_err(|e| e.to_string())?,
+        free_port().map_err(|e| e.to_string())?,
+    );
+    let auth = Proc::spawn(
+        "svc-auth-server",
+        &auth_bin,
+        &["serve"],
+        &[
+            dsn_env,
+            quiet.clone(),
+            ("SVC_BIND_ADDR", "127.0.0.1".to_owned()),
+            ("SVC_PORT", auth_http.to_string()),
+            ("SVC_GRPC_PORT", grpc_port.to_string()),
+        ],
+        &log("svc-auth-server"),
+    )
+    .map_err(|e| format!("svc-auth-server: {e}"))?;
+    let gateway_port = free_port().map_err(|e| e.to_string())?;
+    let gateway = Proc::spawn(
+        "svc-gateway",
+        &gateway_bin,
+        &[],
+        &[
+            quiet,
+            ("SVC_PORT", gateway_port.to_string()),
+            ("SVC_AUTH_GRPC_ADDR", format!("127.0.0.1:{grpc_port}")),
+            ("REDIS_URL", config.redis_url.clone()),
+            ("SVC_REDIS_KEY_PREFIX", prefix.to_owned()),
+            (
+                "SVC_PROVIDER_BASE_URL",
+                format!("http://127.0.0.1:{upstream_port}/v1"),
+            ),
+            ("SVC_PROVIDER_API_KEY", PROVIDER_KEY.to_owned()),
+            ("SVC_PROVIDER_MODELS", MODEL.to_owned()),
+            ("SVC_RATE_LIMIT_RPM", "100000000".to_owned()),
+            // Room for the token's one cold Argon2id run on a loaded machine; a warm
+            // validation takes well under a millisecond either way.
+            ("SVC_AUTH_VALIDATE_TIMEOUT", "1s".to_owned()),
+        ],
+        &log("svc-gateway"),
+    )
+    .map_err(|e| format!("svc-gateway: {e}"))?;
+    for (name, port) in [
+        ("upstream", upstream_port),
+        ("svc-auth-server", grpc_port),
+        ("svc-gateway", gateway_port),
+    ] {
+        if !wait_until(Duration::from_secs(30), || listening(port)).await {
+            return Err(format!(
+                "{name} did not listen on 127.0.0.1:{port}; see {}",
+                log(name).display()
+            ));
+        }
+    }
+
+    let direct = Target {
+        name: "direct",
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, upstream_port)),
+        headers: HeaderMap::new(),
+    };
+    let mut headers = HeaderMap::new();
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+    headers.insert(AUTHORIZATION, bearer);
+    headers.insert(
+        "x-svc-agent-id",
+        HeaderValue::from_str(&agent).map_err(|e| e.to_string())?,
+    );
+    let through = Target {
+        name: "gateway",
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, gateway_port)),
+        headers,
+    };
+    // The token's first use pays its one Argon2id run; a cold start may answer 503 meanwhile.
+    let mut warm = Err(String::new());
+    for _ in 0..50 {
+        warm = client::check(&through, false).await;
+        if warm.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    warm.map_err(|e| format!("the gateway does not answer: {e}"))?;
+    client::check(&direct, false).await?;
+
+    let group = Group {
+        gateway: gateway.pid(),
+        auth: auth.pid(),
+        upstream: upstream.pid(),
+        redis: redis_pid(&config.redis_url).await,
+    };
+    let rss_start = rss_kib(group.gateway);
+    println!(
+        "svc-harness: machine {} cores; gateway, auth server, upstream, PostgreSQL and Redis as separate processes on 127.0.0.1",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "closed loop ({} requests per phase after {} warm-up):",
+        config.requests,
+        config.requests / 10
+    );
+    for concurrency in [1, 32] {
+        let costed = closed_loop(config, &direct, &through, &group, concurrency).await;
+        print_closed(concurrency, &costed);
+    }
+    println!();
+    println!(
+        "open loop ({} s per rate; latency from each request's scheduled start):",
+        config.seconds
+    );
+    println!(
+        "{:>8}  {:>34}  {:>34}  {:>9}",
+        "req/s", "direct p50/p90/p99/p99.9 ms", "gateway p50/p90/p99/p99.9 ms", "added p99"
+    );
+    let mut best = None;
+    for &rate in &config.rates {
+        let window = Duration::from_secs(config.seconds);
+        let d = open_loop::run(&direct, rate, window).await;
+        let g = open_loop::run(&through, rate, window).await;
+        let added = g.p99.saturating_sub(d.p99);
+        println!(
+            "{rate:>8}  {:>34}  {:>34}  {:>7.2} ms{}",
+            quantiles(&d),
+            quantiles(&g),
+            ms(added),
+            failures(&g)
+        );
+        if added >= ADDED_P99_BUDGET || g.failed() > 0 || d.failed() > 0 {
+            break;
+        }
+        best = Some(rate);
+    }
+    match best {
+        Some(rate) => println!("highest rate with added p99 under 5 ms: {rate} req/s"),
+        None => println!("highest rate with added p99 under 5 ms: none of those tried"),
+    }
+    let rss_end = rss_kib(group.gateway);
+    if let (Some(start), Some(end)) = (rss_start, rss_end) {
+        println!(
+            "gateway resident memory: {:.1} MiB at the start, {:.1} MiB at the end",
+            start as f64 / 1024.0,
+            end as f64 / 1024.0
+        );
+    }
+    drop((gateway, auth, upstream));
+    Ok(())
+}
+
+async fn closed_loop(
+    config: &HarnessConfig,
+    direct: &Target,
+    through: &Target,
+    group: &Group,
+    concurrency: usize,
+) -> Costed {
+    let plan = |requests| Plan {
+        requests,
+        concurrency,
+        idempotency: false,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(120),
+    };
+    client::run(direct, plan(config.requests / 10)).await;
+    let direct_stats = client::run(direct, plan(config.requests)).await;
+    client::run(through, plan(config.requests / 10)).await;
+    let processes = group.all();
+    let marks: Vec<CpuMark> = processes
+        .iter()
+        .map(|(_, pids)| CpuMark::of(pids))
+        .collect();
+    let gateway = client::run(through, plan(config.requests)).await;
+    let answered = gateway.ok.max(1) as f64;
+    let cpu_ms_per_request = processes
+        .iter()
+        .zip(&marks)
+        .map(|((name, _), mark)| {
+            // PostgreSQL backends come and go: read the current set again.
+            let pids = if *name == "PostgreSQL" {
+                pids_named("postgres")
+            } else {
+                group
+                    .all()
+                    .into_iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, p)| p)
+                    .unwrap_or_default()
+            };
+            (*name, mark.since(&pids) * 1000.0 / answered)
+        })
+        .collect();
+    Costed {
+        direct: direct_stats,
+        gateway,
+        cpu_ms_per_request,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn quantiles(stats: &PhaseStats) -> String {
+    format!(
+        "{:.2} / {:.2} / {:.2} / {:.2}",
+        ms(stats.p50),
+        ms(stats.p90),
+        ms(stats.p99),
+        ms(stats.p999)
+    )
+}
+
+fn failures(stats: &PhaseStats) -> String {
+    if stats.failed() == 0 {
+        String::new()
+    } else {
+        format!("  ({} failed: {:?})", stats.failed(), stats.failures)
+    }
+}
+
+fn print_closed(concurrency: usize, costed: &Costed) {
+    let (d, g) = (&costed.direct, &costed.gateway);
+    println!("  {concurrency} connection(s):");
+    println!(
+        "    direct   p50/p90/p99/p99.9 {} ms, {:.0} req/s{}",
+        quantiles(d),
+        d.throughput,
+        failures(d)
+    );
+    println!(
+        "    gateway  p50/p90/p99/p99.9 {} ms, {:.0} req/s{}",
+        quantiles(g),
+        g.throughput,
+        failures(g)
+    );
+    println!(
+        "    added    p50 {:.2} ms, p99 {:.2} ms",
+        ms(g.p50.saturating_sub(d.p50)),
+        ms(g.p99.saturating_sub(d.p99))
+    );
+    let total: f64 = costed
+        .cpu_ms_per_request
+        .iter()
+        .filter(|(n, _)| *n != "upstream")
+        .map(|(_, v)| v)
+        .sum();
+    let parts: Vec<String> = costed
+        .cpu_ms_per_request
+        .iter()
+        .map(|(n, v)| format!("{n} {v:.3}"))
+        .collect();
+    println!(
+        "    CPU ms per request: {} (all but the upstream: {total:.3})",
+        parts.join(", ")
+    );
+}
+
+/// The Redis server's process id, from `INFO server`, when it runs on this machine.
+async fn redis_pid(url: &str) -> Option<u32> {
+    let client = redis::Client::open(url).ok()?;
+    let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut connection)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// `bin_dir` holds both service binaries.
+pub fn check_bin_dir(bin_dir: &Path) -> Result<(), String> {
+    for name in ["svc-auth-server", "svc-gateway"] {
+        if !bin_dir.join(name).is_file() {
+            return Err(format!(
+                "{}: no {name} here; build with `cargo build --release --bins` first",
+                bin_dir.display()
+            ));
+        }
+    }
+    Ok(())
+}

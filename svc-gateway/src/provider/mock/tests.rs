@@ -1,0 +1,237 @@
+use base64::Engine;
+use futures_util::StreamExt;
+use http::{HeaderMap, HeaderValue, header};
+use serde_json::json;
+
+use super::*;
+use crate::validate;
+
+fn request(endpoint: Endpoint, body: Value) -> ApiRequest {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    validate::request(endpoint, &headers, Bytes::from(body.to_string())).expect("a valid request")
+}
+
+fn chat(stream: bool) -> ApiRequest {
+    request(
+        Endpoint::ChatCompletions,
+        json!({"model": "svc-mock-1", "stream": stream,
+               "messages": [{"role": "user", "content": "hello there"}]}),
+    )
+}
+
+async fn answer(request: &ApiRequest) -> ProviderReply {
+    MockProvider
+        .complete(request, &CallInfo::default())
+        .await
+        .expect("the mock answers")
+}
+
+async fn json_of(request: &ApiRequest) -> Value {
+    let ProviderReply::Json { status, body } = answer(request).await else {
+        panic!("expected JSON")
+    };
+    assert_eq!(status, StatusCode::OK);
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The `data:` payloads of a streamed answer, `[DONE]` left out.
+async fn events_of(request: &ApiRequest) -> Vec<(Option<String>, Value)> {
+    let ProviderReply::Stream { events, .. } = answer(request).await else {
+        panic!("expected a stream")
+    };
+    let frames: Vec<Bytes> = events.map(|e| e.unwrap()).collect().await;
+    let mut out = Vec::new();
+    for frame in frames {
+        let text = std::str::from_utf8(&frame).unwrap();
+        assert!(text.ends_with("\n\n"), "{text}");
+        let mut kind = None;
+        let mut data = None;
+        for line in text.lines() {
+            if let Some(k) = line.strip_prefix("event: ") {
+                kind = Some(k.to_owned());
+            }
+            if let Some(d) = line.strip_prefix("data: ") {
+                data = Some(d.to_owned());
+            }
+        }
+        let data = data.expect("a data line");
+        if data != "[DONE]" {
+            out.push((kind, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn answers_an_openai_shaped_completion() {
+    let json = json_of(&chat(false)).await;
+    assert!(json["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(json["object"], "chat.completion");
+    assert!(json["created"].as_i64().unwrap() > 0);
+    assert_eq!(json["model"], "svc-mock-1");
+    assert_eq!(json["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(json["choices"][0]["message"]["content"], MOCK_REPLY);
+    assert_eq!(json["choices"][0]["finish_reason"], "stop");
+    let usage = &json["usage"];
+    assert_eq!(usage["prompt_tokens"], 3);
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn streams_chunks_then_usage_then_done() {
+    let chunks = events_of(&chat(true)).await;
+    let (usage, rest) = chunks.split_last().unwrap();
+    assert_eq!(usage.1["choices"], json!([]));
+    assert_eq!(usage.1["usage"]["prompt_tokens"], 3);
+    let text: String = rest
+        .iter()
+        .filter_map(|(_, c)| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, MOCK_REPLY);
+    assert_eq!(
+        rest.last().unwrap().1["choices"][0]["finish_reason"],
+        "stop"
+    );
+    assert!(
+        rest.iter()
+            .all(|(_, c)| c.get("usage") == Some(&Value::Null))
+    );
+}
+
+#[tokio::test]
+async fn calls_the_offered_tool_after_a_user_turn_and_answers_its_result() {
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]);
+    let first = request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "tools": tools, "messages": [{"role": "user", "content": "weather?"}]}),
+    );
+    let json = json_of(&first).await;
+    let choice = &json["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert!(choice["message"]["content"].is_null());
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert_eq!(call["function"]["arguments"], "{}");
+
+    let second = request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "tools": tools, "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+        ]}),
+    );
+    let json = json_of(&second).await;
+    assert_eq!(json["choices"][0]["message"]["content"], MOCK_REPLY);
+
+    let none = request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "tools": tools, "tool_choice": "none",
+               "messages": [{"role": "user", "content": "weather?"}]}),
+    );
+    assert_eq!(json_of(&none).await["choices"][0]["finish_reason"], "stop");
+}
+
+#[tokio::test]
+async fn streams_a_tool_call() {
+    let req = request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "stream": true,
+               "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}],
+               "tool_choice": {"type": "function", "function": {"name": "b"}},
+               "messages": [{"role": "user", "content": "go"}]}),
+    );
+    let chunks = events_of(&req).await;
+    assert_eq!(
+        chunks[0].1["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+        "b"
+    );
+    assert!(
+        chunks
+            .iter()
+            .any(|(_, c)| c["choices"][0]["finish_reason"] == "tool_calls")
+    );
+}
+
+#[tokio::test]
+async fn embeds_deterministically_as_floats_or_base64() {
+    let floats = json_of(&request(
+        Endpoint::Embeddings,
+        json!({"model": "e", "input": ["a", "b"], "encoding_format": "float", "dimensions": 4}),
+    ))
+    .await;
+    assert_eq!(floats["object"], "list");
+    assert_eq!(floats["data"].as_array().unwrap().len(), 2);
+    let first: Vec<f64> = serde_json::from_value(floats["data"][0]["embedding"].clone()).unwrap();
+    assert_eq!(first.len(), 4);
+    let norm: f64 = first.iter().map(|x| x * x).sum();
+    assert!((norm - 1.0).abs() < 1e-4, "{norm}");
+    assert!(floats["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+
+    let b64 = json_of(&request(
+        Endpoint::Embeddings,
+        json!({"model": "e", "input": ["a", "b"], "encoding_format": "base64", "dimensions": 4}),
+    ))
+    .await;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64["data"][0]["embedding"].as_str().unwrap())
+        .unwrap();
+    let decoded: Vec<f64> = bytes
+        .chunks(4)
+        .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    assert_eq!(decoded, first);
+}
+
+#[tokio::test]
+async fn answers_a_response_and_streams_its_events() {
+    let json = json_of(&request(
+        Endpoint::Responses,
+        json!({"model": "r", "input": "hi", "instructions": "be brief"}),
+    ))
+    .await;
+    assert_eq!(json["object"], "response");
+    assert_eq!(json["status"], "completed");
+    assert_eq!(json["output"][0]["content"][0]["text"], MOCK_REPLY);
+    assert_eq!(json["instructions"], "be brief");
+    assert!(json["usage"]["input_tokens"].as_u64().unwrap() > 0);
+
+    let events = events_of(&request(
+        Endpoint::Responses,
+        json!({"model": "r", "input": "hi", "stream": true}),
+    ))
+    .await;
+    for (i, (kind, data)) in events.iter().enumerate() {
+        assert_eq!(kind.as_deref(), data["type"].as_str(), "event line = type");
+        assert_eq!(data["sequence_number"], i);
+    }
+    assert_eq!(events[0].0.as_deref(), Some("response.created"));
+    let text: String = events
+        .iter()
+        .filter(|(k, _)| k.as_deref() == Some("response.output_text.delta"))
+        .filter_map(|(_, d)| d["delta"].as_str())
+        .collect();
+    assert_eq!(text, MOCK_REPLY);
+    let last = &events.last().unwrap().1;
+    assert_eq!(last["type"], "response.completed");
+    assert!(last["response"]["usage"]["output_tokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn a_response_calls_an_offered_tool() {
+    let json = json_of(&request(
+        Endpoint::Responses,
+        json!({"model": "r", "input": [{"role": "user", "content": "weather?"}],
+               "tools": [{"type": "function", "name": "get_weather", "parameters": {}}]}),
+    ))
+    .await;
+    assert_eq!(json["output"][0]["type"], "function_call");
+    assert_eq!(json["output"][0]["name"], "get_weather");
+}
