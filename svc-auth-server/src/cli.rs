@@ -8,13 +8,15 @@ use std::process::ExitCode;
 
 use uuid::Uuid;
 
-use crate::config::vars::{Environment, Vars};
+use svc_runtime::config::{EXIT_CONFIG, Environment, Vars};
+use svc_runtime::shutdown::shutdown_signal;
+use svc_runtime::telemetry;
+use svc_runtime::telemetry::otel::TraceExport;
+
 use crate::config::{Config, SVC_ENV};
 use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
 use crate::store::AgentStatus;
-use crate::telemetry;
-use crate::telemetry::otel::TraceExport;
 
 const USAGE: &str = "\
 usage: svc-auth-server [serve]
@@ -124,7 +126,12 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(command) => command,
-        Err(problem) => return fail(2, format_args!("{problem} (see svc-auth-server --help)")),
+        Err(problem) => {
+            return fail(
+                EXIT_CONFIG,
+                format_args!("{problem} (see svc-auth-server --help)"),
+            );
+        }
     };
     // Seed's production refusal comes first: the serving rules checked below (TLS, log
     // format) are not what should stop a development tool pointed at production.
@@ -136,10 +143,10 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     }
     let config = match Config::from_vars(vars) {
         Ok(config) => config,
-        Err(error) => return fail(2, error),
+        Err(error) => return fail(EXIT_CONFIG, error),
     };
     if let (Command::Serve, Err(error)) = (&command, config.check_serving()) {
-        return fail(2, error);
+        return fail(EXIT_CONFIG, error);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -154,7 +161,7 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
             let _runtime = runtime.enter();
             match TraceExport::start(&config.otel) {
                 Ok(traces) => traces,
-                Err(error) => return fail(2, one_line(&error)),
+                Err(error) => return fail(EXIT_CONFIG, one_line(&error)),
             }
         }
         _ => None,
@@ -229,28 +236,6 @@ async fn seed(config: Config, options: SeedOptions) -> ExitCode {
             Err(error) => fail(1, error),
         },
         Err(error) => fail(1, one_line(&error)),
-    }
-}
-
-/// Completes on Ctrl-C, or SIGTERM on Unix: the usual trigger of a graceful shutdown.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 

@@ -10,8 +10,8 @@
 //! | [`migrate`] | embedded migrations and the refuse-unmigrated check |
 //! | [`seed`] | local development data |
 //! | [`ops`] | `/health`, `/ready`, `/metrics` |
-//! | [`config`] | environment configuration; [`config::vars`] is reusable by other binaries |
-//! | [`telemetry`] | tracing setup, reusable by other binaries |
+//! | [`config`] | environment configuration, parsed with [`svc_runtime::config`] |
+//! | [`telemetry`] | [`svc_runtime::telemetry`], the log and trace setup both services share |
 //! | [`cli`] | the `serve`, `migrate` and `seed` subcommands |
 
 pub mod cli;
@@ -24,9 +24,9 @@ pub mod pat;
 pub mod seed;
 pub mod server;
 pub mod store;
-pub mod telemetry;
 mod tls;
 pub mod verify;
 
 pub use config::Config;
 pub use server::{RunningServer, Server};
+pub use svc_runtime::telemetry;

@@ -1,7 +1,10 @@
 //! Local development data: an org, an owner, agents, an admin token and a chat token.
 //!
-//! Seeding mints working tokens, so it refuses production and any database that is not on this
-//! machine ([`refuse_unsafe_target`]).
+//! Seeding works through the [`Store`] trait, so it fills the PostgreSQL store
+//! (`svc-auth-server seed`) and the embedded SQLite one (`svc dev`) alike: [`run`] is
+//! [`seed_org`] plus a chat token from [`mint`]. Against PostgreSQL it mints working tokens,
+//! so it refuses production and any database that is not on this machine
+//! ([`refuse_unsafe_target`]).
 
 use std::fmt;
 
@@ -9,8 +12,9 @@ use serde::Serialize;
 use svc_tower::context::Permissions;
 use uuid::Uuid;
 
-use crate::config::vars::Environment;
-use crate::config::{Config, Dsn};
+use svc_runtime::{Environment, Secret};
+
+use crate::config::Config;
 use crate::migrate::{self, MigrateError};
 use crate::pat::Pat;
 use crate::store::postgres::pool::connect_options;
@@ -75,6 +79,30 @@ impl fmt::Debug for SeedOutput {
     }
 }
 
+/// What [`seed_org`] created: everything [`SeedOutput`] holds but the chat token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SeededOrg {
+    /// The org.
+    pub org_id: Uuid,
+    /// The owner.
+    pub user_id: Uuid,
+    /// A PAT with [`ADMIN_PERMISSIONS`].
+    pub admin_token: String,
+    /// The agents.
+    pub agents: Vec<SeededAgent>,
+}
+
+impl fmt::Debug for SeededOrg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SeededOrg")
+            .field("org_id", &self.org_id)
+            .field("user_id", &self.user_id)
+            .field("admin_token", &"<omitted>")
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
 /// Why seeding failed or was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SeedError {
@@ -101,7 +129,7 @@ pub enum SeedError {
 }
 
 /// Refuses production and any database host that is not loopback or a local socket.
-pub fn refuse_unsafe_target(environment: Environment, dsn: &Dsn) -> Result<(), SeedError> {
+pub fn refuse_unsafe_target(environment: Environment, dsn: &Secret) -> Result<(), SeedError> {
     if environment == Environment::Production {
         return Err(SeedError::Production);
     }
@@ -124,12 +152,39 @@ pub fn refuse_unsafe_target(environment: Environment, dsn: &Dsn) -> Result<(), S
     }
 }
 
-/// Seeds through `store`, hashing with `hasher`.
+/// Seeds through `store`, hashing with `hasher`: [`seed_org`], then a chat token bound to no
+/// agent.
 pub async fn run<S: Store>(
     store: &S,
     hasher: &Hasher,
     options: &SeedOptions,
 ) -> Result<SeedOutput, SeedError> {
+    let org = seed_org(store, hasher, options).await?;
+    let chat_token = mint(
+        store,
+        hasher,
+        org.org_id,
+        org.user_id,
+        None,
+        CHAT_PERMISSIONS,
+        "seed chat",
+    )
+    .await?;
+    Ok(SeedOutput {
+        org_id: org.org_id,
+        user_id: org.user_id,
+        admin_token: org.admin_token,
+        chat_token: chat_token.expose(),
+        agents: org.agents,
+    })
+}
+
+/// Creates (or reuses) the org, an owner, the agents and an admin token.
+pub async fn seed_org<S: Store>(
+    store: &S,
+    hasher: &Hasher,
+    options: &SeedOptions,
+) -> Result<SeededOrg, SeedError> {
     let org_id = options.org_id.unwrap_or_else(Uuid::new_v4);
     store.ensure_organization(org_id).await?;
     let user = store
@@ -171,36 +226,30 @@ pub async fn run<S: Store>(
         hasher,
         org_id,
         user.user_id,
+        None,
         ADMIN_PERMISSIONS,
         "seed admin",
     )
     .await?;
-    let chat_token = mint(
-        store,
-        hasher,
-        org_id,
-        user.user_id,
-        CHAT_PERMISSIONS,
-        "seed chat",
-    )
-    .await?;
-    Ok(SeedOutput {
+    Ok(SeededOrg {
         org_id,
         user_id: user.user_id,
-        admin_token,
-        chat_token,
+        admin_token: admin_token.expose(),
         agents,
     })
 }
 
-async fn mint<S: Store>(
+/// Mints a token of `user_id` in `org_id` (bound to `agent_id` when given) that never expires,
+/// and returns it: the plaintext exists only here.
+pub async fn mint<S: Store>(
     store: &S,
     hasher: &Hasher,
     org_id: Uuid,
     user_id: Uuid,
+    agent_id: Option<Uuid>,
     permissions: Permissions,
     name: &str,
-) -> Result<String, SeedError> {
+) -> Result<Pat, SeedError> {
     let pat = Pat::generate(Uuid::new_v4());
     let secret_hash = hasher.hash(pat.secret()).await?;
     store
@@ -209,7 +258,7 @@ async fn mint<S: Store>(
             NewToken {
                 token_id: pat.token_id(),
                 user_id: Some(user_id),
-                agent_id: None,
+                agent_id,
                 permissions,
                 name: Some(name.to_owned()),
                 secret_hash,
@@ -218,7 +267,7 @@ async fn mint<S: Store>(
             },
         )
         .await?;
-    Ok(pat.expose())
+    Ok(pat)
 }
 
 /// Refuses unsafe targets, checks migrations, and seeds the configured PostgreSQL.
@@ -250,7 +299,7 @@ mod tests {
             "postgres://u@localhost/db?host=/var/run/postgresql",
         ];
         for dsn in local {
-            refuse_unsafe_target(Environment::Development, &Dsn::new(dsn)).expect(dsn);
+            refuse_unsafe_target(Environment::Development, &Secret::new(dsn)).expect(dsn);
         }
         let remote = [
             "postgres://u:pw@db.example.com/db",
@@ -258,11 +307,12 @@ mod tests {
             "postgres://u@[2001:db8::1]/db",
         ];
         for dsn in remote {
-            let error = refuse_unsafe_target(Environment::Staging, &Dsn::new(dsn)).unwrap_err();
+            let error = refuse_unsafe_target(Environment::Staging, &Secret::new(dsn)).unwrap_err();
             assert!(matches!(error, SeedError::RemoteHost(_)), "{dsn}");
             assert!(!error.to_string().contains("pw"));
         }
-        let error = refuse_unsafe_target(Environment::Production, &Dsn::new(local[0])).unwrap_err();
+        let error =
+            refuse_unsafe_target(Environment::Production, &Secret::new(local[0])).unwrap_err();
         assert!(matches!(error, SeedError::Production));
     }
 

@@ -12,7 +12,6 @@
 pub mod app;
 pub mod auth;
 pub mod config;
-pub mod dev;
 pub mod forward;
 pub mod http_metrics;
 pub mod provider;

@@ -5,9 +5,14 @@ use svc_gateway::config::{Config, EXIT_CONFIG};
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|command| command == "dev") {
-        std::process::exit(svc_gateway::dev::main(&args[1..]).await);
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|command| command == "dev")
+    {
+        // The all-in-one development mode lives in the `svc` command, which links the auth
+        // server; this binary does not.
+        eprintln!("error: dev mode moved to `svc dev` (cargo run -p svc-cli -- dev)");
+        std::process::exit(EXIT_CONFIG);
     }
     let config = match Config::from_env() {
         Ok(config) => config,
@@ -38,7 +43,7 @@ async fn main() {
         }
     };
     tracing::info!(addr = %running.addr(), "svc-gateway listening");
-    svc_auth_server::cli::shutdown_signal().await;
+    svc_runtime::shutdown::shutdown_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;
     if let Some(traces) = traces {

@@ -15,7 +15,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::trace::TraceContextExt;
-use svc_auth_server::telemetry::otel;
+use svc_runtime::telemetry::otel;
 use svc_tower::request_id::{TRACEPARENT, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tracing::Instrument;

@@ -1,58 +1,29 @@
 //! Logging and trace export. JSON lines by default; only metadata is ever logged (org_id,
 //! request_id, model, message_count, stream), never a token, a key or message content.
 //!
-//! With `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans go to that OTLP gRPC collector through the
-//! exporter the auth server uses ([`svc_auth_server::telemetry::otel`]); each request's span
-//! is made by [`crate::request_span`]. Sentry (`SENTRY_DSN`) is parsed and validated by
-//! [`crate::config`] but not wired in: with a DSN set the gateway logs one line saying so.
+//! The log layer and the OTLP exporter are [`svc_runtime::telemetry`], the ones the auth
+//! server uses; the gateway keeps each event's fields under `fields` in its JSON lines. Each
+//! request's span is made by [`crate::request_span`]. Sentry (`SENTRY_DSN`) is parsed and
+//! validated by [`crate::config`] but not wired in: with a DSN set the gateway logs one line
+//! saying so.
 
-use svc_auth_server::telemetry::otel::{ExportError, OtelSettings, TraceExport};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
+use svc_runtime::telemetry::otel::{ExportError, TraceExport};
+use svc_runtime::telemetry::{JsonFields, subscriber_with};
 
-use crate::config::{Config, LogFormat, OtelConfig};
-
-/// Dependencies stay at `warn` whatever `SVC_LOG_LEVEL` says: their debug output describes
-/// frames and connections in terms this service does not control, and must never be the way a
-/// header or a body reaches the logs.
-pub const QUIET_DEPENDENCIES: &str =
-    "h2=warn,hyper=warn,hyper_util=warn,tonic=warn,tower=warn,rustls=warn,sqlx=warn,redis=warn";
-
-/// The filter for `level`: the level for this service, [`QUIET_DEPENDENCIES`] for the rest.
-pub fn filter(level: &str) -> EnvFilter {
-    EnvFilter::new(format!("{level},{QUIET_DEPENDENCIES}"))
-}
-
-/// The exporter's settings for the gateway's [`OtelConfig`].
-pub fn otel_settings(otel: &OtelConfig) -> OtelSettings {
-    OtelSettings {
-        endpoint: otel.endpoint.clone(),
-        sample_ratio: otel.sample_ratio,
-        service_name: otel.service_name.clone(),
-        deployment_environment: otel.deployment_environment.clone(),
-    }
-}
+use crate::config::Config;
 
 /// Installs the global subscriber and, with an endpoint configured, starts trace export; call
 /// it inside the Tokio runtime and [`TraceExport::shutdown`] the result on the way out. A
 /// second call changes nothing and exports nothing.
 pub fn init(config: &Config) -> Result<Option<TraceExport>, ExportError> {
-    let traces = TraceExport::start(&otel_settings(&config.otel))?;
-    let logs = tracing_subscriber::fmt::layer();
-    let logs = match config.log_format {
-        LogFormat::Json => logs
-            .json()
-            .with_current_span(false)
-            .with_filter(filter(config.log_level))
-            .boxed(),
-        LogFormat::Text => logs.with_filter(filter(config.log_level)).boxed(),
-    };
-    let installed = tracing_subscriber::registry()
-        .with(logs)
-        .with(traces.as_ref().map(TraceExport::layer))
-        .try_init();
-    if installed.is_err() {
+    let traces = TraceExport::start(&config.otel)?;
+    let subscriber = subscriber_with(
+        &config.log,
+        std::io::stdout,
+        traces.as_ref(),
+        JsonFields::Nested,
+    );
+    if tracing::subscriber::set_global_default(subscriber).is_err() {
         return Ok(None);
     }
     if config.sentry_dsn.is_some() {

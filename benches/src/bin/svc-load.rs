@@ -35,9 +35,9 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use svc_auth_server::config::vars::Vars;
-use svc_auth_server::telemetry::{LogSettings, SVC_LOG_FORMAT, SVC_LOG_LEVEL, subscriber};
 use svc_benches::load::{self, Command, USAGE};
+use svc_runtime::config::Vars;
+use svc_runtime::telemetry::{LogSettings, SVC_LOG_FORMAT, SVC_LOG_LEVEL, subscriber};
 
 const EXIT_FAIL: u8 = 1;
 const EXIT_USAGE: u8 = 2;

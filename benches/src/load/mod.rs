@@ -81,10 +81,10 @@ pub enum LoadError {
     Upstream(#[source] std::io::Error),
     /// The embedded stack's configuration was refused.
     #[error("the embedded stack's configuration was refused")]
-    DevConfig(#[source] svc_gateway::dev::DevConfigError),
+    DevConfig(#[source] svc_cli::dev::DevConfigError),
     /// The embedded stack did not start.
     #[error("the embedded stack did not start")]
-    Embedded(#[source] svc_gateway::dev::DevStartError),
+    Embedded(#[source] svc_cli::dev::DevStartError),
     /// Migrating the fresh database failed.
     #[error("migrating the run's database failed")]
     Migrate(#[source] svc_auth_server::migrate::MigrateError),

@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use sqlx::PgConnection;
-use svc_auth_server::config::Dsn;
-use svc_auth_server::config::vars::Environment;
 use svc_auth_server::seed::refuse_unsafe_target;
 use svc_auth_server::store::postgres::pool::{connect_options, connect_owner};
+use svc_runtime::{Environment, Secret};
 use tokio::time::Instant;
 use url::Url;
 use uuid::Uuid;
@@ -41,7 +40,7 @@ impl std::fmt::Debug for FreshDatabase {
 impl FreshDatabase {
     /// Creates a randomly named database on the server of `admin_url` (a loopback host).
     pub async fn create(admin_url: &str) -> Result<FreshDatabase, LoadError> {
-        refuse_unsafe_target(Environment::Development, &Dsn::new(admin_url))
+        refuse_unsafe_target(Environment::Development, &Secret::new(admin_url))
             .map_err(|e| LoadError::NotLocal(format!("SVC_TEST_POSTGRES_URL: {e}")))?;
         let name = format!("{NAME_PREFIX}{}", Uuid::new_v4().simple());
         let mut url = Url::parse(admin_url).map_err(|_| {

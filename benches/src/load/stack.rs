@@ -8,12 +8,12 @@ use std::time::Duration;
 use svc_auth_server::seed::{self, SeedOptions};
 use svc_auth_server::store::AgentStatus;
 use svc_auth_server::{RunningServer, Server};
+use svc_cli::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
 use svc_gateway::config::{
     Config, POSTGRES_DSN, REDIS_URL, SVC_AUTH_GRPC_ADDR, SVC_AUTH_VALIDATE_TIMEOUT, SVC_LLM_MODE,
     SVC_PROVIDER_API_KEY, SVC_PROVIDER_BASE_URL, SVC_PROVIDER_MODELS, SVC_PROVIDER_TIMEOUT,
     SVC_RATE_LIMIT_RPM, SVC_REDIS_KEY_PREFIX,
 };
-use svc_gateway::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
 use svc_gateway::{Gateway, Running};
 use uuid::Uuid;
 

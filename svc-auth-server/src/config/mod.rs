@@ -23,7 +23,8 @@
 //! | `OTEL_DEPLOYMENT_ENVIRONMENT` | exported `deployment.environment`; else `SVC_ENV` | |
 //!
 //! ```
-//! use svc_auth_server::config::{Config, vars::Vars};
+//! use svc_auth_server::config::Config;
+//! use svc_runtime::config::Vars;
 //!
 //! let vars = Vars::from_pairs([("POSTGRES_DSN", "postgres://app:pw@db/svc"), ("SVC_PORT", "abc")]);
 //! let error = Config::from_vars(&vars).unwrap_err();
@@ -35,20 +36,22 @@
 //! assert!(!format!("{config:?}").contains("pw@db"));
 //! ```
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::store::postgres::pool::{
+use svc_runtime::Secret;
+use svc_runtime::postgres::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolSettings,
     connect_options,
 };
-use crate::telemetry::LogSettings;
-use crate::telemetry::otel::OtelSettings;
+use svc_runtime::telemetry::LogSettings;
+use svc_runtime::telemetry::otel::OtelSettings;
+
 use crate::verify::{Argon2Params, FailureLimits, hasher};
 
-pub mod vars;
+/// The shared parsing every svc binary uses, at the path this crate has always offered it.
+pub use svc_runtime::config as vars;
 
 use vars::{
     ConfigError, Environment, Vars, parse_bool, parse_duration, parse_port, parse_positive,
@@ -61,7 +64,7 @@ pub const SVC_GRPC_PORT: &str = "SVC_GRPC_PORT";
 /// Bind address variable.
 pub const SVC_BIND_ADDR: &str = "SVC_BIND_ADDR";
 /// PostgreSQL DSN variable.
-pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
+pub use svc_runtime::postgres::POSTGRES_DSN;
 /// Environment variable.
 pub const SVC_ENV: &str = "SVC_ENV";
 /// Production plaintext gRPC opt-in.
@@ -98,28 +101,6 @@ pub const DEFAULT_GRPC_PORT: u16 = 9091;
 /// Default bind address: every interface.
 pub const DEFAULT_BIND_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
-/// A connection string. It holds a password, so it never prints.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Dsn(String);
-
-impl Dsn {
-    /// Wraps a connection string.
-    pub fn new(dsn: impl Into<String>) -> Dsn {
-        Dsn(dsn.into())
-    }
-
-    /// The connection string itself, for the driver only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Dsn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Dsn(<omitted>)")
-    }
-}
-
 /// PEM files for serving gRPC over TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
@@ -139,7 +120,7 @@ pub struct Config {
     /// Where gRPC listens.
     pub grpc_addr: SocketAddr,
     /// The identity store.
-    pub postgres_dsn: Dsn,
+    pub postgres_dsn: Secret,
     /// Development, staging or production.
     pub environment: Environment,
     /// Logging.
@@ -172,7 +153,7 @@ impl Config {
         Config {
             http_addr: SocketAddr::new(loopback, 0),
             grpc_addr: SocketAddr::new(loopback, 0),
-            postgres_dsn: Dsn::new(dsn),
+            postgres_dsn: Secret::new(dsn),
             environment: Environment::Development,
             log: LogSettings::default(),
             grpc_tls: None,
@@ -219,15 +200,14 @@ impl Config {
         }
 
         let dsn = vars.required(POSTGRES_DSN)?;
-        connect_options(dsn).map_err(|_| {
-            ConfigError::new(POSTGRES_DSN, "not a valid PostgreSQL connection string")
-        })?;
+        connect_options(dsn)?;
 
         let log = LogSettings::from_vars(vars)?;
-        if environment == Environment::Production && log.format == crate::telemetry::LogFormat::Text
+        if environment == Environment::Production
+            && log.format == svc_runtime::telemetry::LogFormat::Text
         {
             return Err(ConfigError::new(
-                crate::telemetry::SVC_LOG_FORMAT,
+                svc_runtime::telemetry::SVC_LOG_FORMAT,
                 "text logs are refused in production; use json",
             ));
         }
@@ -258,7 +238,7 @@ impl Config {
         Ok(Config {
             http_addr: SocketAddr::new(bind, http_port),
             grpc_addr: SocketAddr::new(bind, grpc_port),
-            postgres_dsn: Dsn::new(dsn),
+            postgres_dsn: Secret::new(dsn),
             environment,
             log,
             grpc_tls,

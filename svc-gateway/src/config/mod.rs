@@ -1,8 +1,9 @@
 //! Gateway configuration: every variable read once, at start, from a map.
 //!
-//! [`Config::from_map`] takes the variables as a map so tests never touch the process
-//! environment; [`Config::from_env`] is the thin wrapper `main` uses. A bad value yields a
-//! [`ConfigError`] naming the variable, which `main` prints on one line before exiting with
+//! [`Config::from_vars`] takes the variables as a map ([`Vars`]) so tests never touch the
+//! process environment; [`Config::from_env`] is the thin wrapper `main` uses (it skips values
+//! that are not UTF-8 instead of panicking). A bad value yields the [`ConfigError`] every svc
+//! binary uses, naming the variable, which `main` prints on one line before exiting with
 //! [`EXIT_CONFIG`].
 
 mod parse;
@@ -11,19 +12,23 @@ mod sections;
 mod types;
 mod vars;
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use http::HeaderName;
 
-pub use types::{AuthConfig, Environment, LlmMode, LogFormat, OtelConfig, ProviderConfig, Secret};
+pub use svc_runtime::Secret;
+pub use svc_runtime::auth_client::AuthClientConfig as AuthConfig;
+pub use svc_runtime::config::{ConfigError, Environment, Vars};
+pub use svc_runtime::telemetry::otel::OtelSettings;
+pub use svc_runtime::telemetry::{LogFormat, LogLevel, LogSettings};
+pub use types::{LlmMode, ProviderConfig};
 pub use vars::*;
 
-use sections::{Vars, auth_config, header_name, http_url, otel_config, provider_config};
+use sections::{header_name, http_url, provider_config};
 
 /// The process exit code for a configuration error.
-pub const EXIT_CONFIG: i32 = 2;
+pub const EXIT_CONFIG: i32 = svc_runtime::config::EXIT_CONFIG as i32;
 
 /// Default `SVC_PORT`.
 pub const DEFAULT_PORT: u16 = 8080;
@@ -43,29 +48,8 @@ pub const DEFAULT_MAX_REQUEST_BODY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_REQUEST_ID_HEADER: &str = "x-request-id";
 /// Default `SVC_TRACE_ID_HEADER`.
 pub const DEFAULT_TRACE_ID_HEADER: &str = "x-trace-id";
-/// Default `OTEL_SAMPLE_RATIO`.
-pub const DEFAULT_OTEL_SAMPLE_RATIO: f64 = 0.01;
 /// Default service name for traces and logs.
 pub const DEFAULT_SERVICE_NAME: &str = "svc-gateway";
-
-/// A configuration value that is refused, naming the variable (never echoing a secret).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{var}: {reason}")]
-pub struct ConfigError {
-    /// The variable at fault.
-    pub var: &'static str,
-    /// What is wrong with it.
-    pub reason: String,
-}
-
-impl ConfigError {
-    fn new(var: &'static str, reason: impl Into<String>) -> ConfigError {
-        ConfigError {
-            var,
-            reason: reason.into(),
-        }
-    }
-}
 
 /// The whole gateway configuration.
 #[derive(Debug, Clone)]
@@ -98,12 +82,10 @@ pub struct Config {
     pub postgres_dsn: Option<Secret>,
     /// `SVC_ENV`.
     pub env: Environment,
-    /// `SVC_LOG_LEVEL` as a tracing filter directive (`debug`, `info`, `warn`, `error`).
-    pub log_level: &'static str,
-    /// `SVC_LOG_FORMAT`.
-    pub log_format: LogFormat,
+    /// `SVC_LOG_LEVEL` and `SVC_LOG_FORMAT`.
+    pub log: LogSettings,
     /// Tracing export.
-    pub otel: OtelConfig,
+    pub otel: OtelSettings,
     /// `SENTRY_DSN`; parsed and kept, reporting is not wired in yet.
     pub sentry_dsn: Option<Secret>,
 }
@@ -111,27 +93,26 @@ pub struct Config {
 impl Config {
     /// Parses the process environment.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_map(std::env::vars())
+        Config::from_vars(&Vars::from_env())
     }
 
-    /// Parses a map of variables, applying the defaults and every cross-variable rule.
+    /// Parses name/value pairs (see [`Config::from_vars`]).
     pub fn from_map<I, K, V>(vars: I) -> Result<Config, ConfigError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<String>,
         V: Into<String>,
     {
-        let map: HashMap<String, String> = vars
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
-        let vars = Vars(&map);
+        Config::from_vars(&Vars::from_pairs(vars))
+    }
 
-        let env = vars.parse(SVC_ENV, Environment::Development, Environment::parse)?;
+    /// Parses a map of variables, applying the defaults and every cross-variable rule.
+    pub fn from_vars(vars: &Vars) -> Result<Config, ConfigError> {
+        let env = vars.parse_or(SVC_ENV, Environment::Development, Environment::parse)?;
         let production = env == Environment::Production;
 
-        let port = vars.parse(SVC_PORT, DEFAULT_PORT, parse::positive)?;
-        let auth = auth_config(&vars, production)?;
+        let port = vars.parse_or(SVC_PORT, DEFAULT_PORT, parse::positive)?;
+        let auth = AuthConfig::from_vars(vars, production, DEFAULT_AUTH_VALIDATE_TIMEOUT)?;
         let redis_url = vars.get(REDIS_URL).map(Secret::new);
         if let Some(url) = &redis_url {
             let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"]
@@ -145,8 +126,8 @@ impl Config {
             }
         }
         let rate_limit_rpm =
-            vars.parse(SVC_RATE_LIMIT_RPM, DEFAULT_RATE_LIMIT_RPM, parse::positive)?;
-        let auth_failures_per_minute = vars.parse(
+            vars.parse_or(SVC_RATE_LIMIT_RPM, DEFAULT_RATE_LIMIT_RPM, parse::positive)?;
+        let auth_failures_per_minute = vars.parse_or(
             SVC_AUTH_FAILURES_PER_MINUTE,
             DEFAULT_AUTH_FAILURES_PER_MINUTE,
             |v| {
@@ -155,54 +136,39 @@ impl Config {
             },
         )?;
         let trusted_proxy_header =
-            vars.parse(SVC_TRUSTED_PROXY_HEADER, None, |v| header_name(v).map(Some))?;
-        let provider = provider_config(&vars, production)?;
-        let max_request_body_bytes = vars.parse(
+            vars.parse_or(SVC_TRUSTED_PROXY_HEADER, None, |v| header_name(v).map(Some))?;
+        let provider = provider_config(vars, production)?;
+        let max_request_body_bytes = vars.parse_or(
             SVC_MAX_REQUEST_BODY_BYTES,
             DEFAULT_MAX_REQUEST_BODY_BYTES,
             parse::positive,
         )?;
         let error_docs_base = vars
-            .parse(SVC_ERROR_DOCS_BASE, None, |v| http_url(v).map(Some))?
+            .parse_or(SVC_ERROR_DOCS_BASE, None, |v| http_url(v).map(Some))?
             .map(|v| v.trim_end_matches('/').to_owned());
-        let request_id_header = vars.parse(
+        let request_id_header = vars.parse_or(
             SVC_REQUEST_ID_HEADER,
             HeaderName::from_static(DEFAULT_REQUEST_ID_HEADER),
             header_name,
         )?;
-        let trace_id_header = vars.parse(
+        let trace_id_header = vars.parse_or(
             SVC_TRACE_ID_HEADER,
             HeaderName::from_static(DEFAULT_TRACE_ID_HEADER),
             header_name,
         )?;
-        let postgres_dsn = vars.parse(POSTGRES_DSN, None, |v| {
+        let postgres_dsn = vars.parse_or(POSTGRES_DSN, None, |v| {
             if v.starts_with("postgres://") || v.starts_with("postgresql://") {
                 Ok(Some(Secret::new(v)))
             } else {
                 Err("must start with postgres:// or postgresql://".to_owned())
             }
         })?;
-        let log_level = vars.parse(SVC_LOG_LEVEL, "info", |v| {
-            match v.to_ascii_uppercase().as_str() {
-                "DEBUG" => Ok("debug"),
-                "INFO" => Ok("info"),
-                "WARN" | "WARNING" => Ok("warn"),
-                "ERROR" => Ok("error"),
-                _ => Err(format!("{v:?} is not DEBUG, INFO, WARN or ERROR")),
-            }
-        })?;
-        let log_format = vars.parse(SVC_LOG_FORMAT, LogFormat::Json, |v| {
-            match v.to_ascii_lowercase().as_str() {
-                "json" => Ok(LogFormat::Json),
-                "text" | "pretty" | "console" => Ok(LogFormat::Text),
-                _ => Err(format!("{v:?} is not json or text")),
-            }
-        })?;
-        if production && log_format != LogFormat::Json {
+        let log = LogSettings::from_vars(vars)?;
+        if production && log.format != LogFormat::Json {
             return Err(ConfigError::new(SVC_LOG_FORMAT, "production requires json"));
         }
-        let otel = otel_config(&vars, env)?;
-        let sentry_dsn = vars.parse(SENTRY_DSN, None, |v| {
+        let otel = OtelSettings::from_vars(vars, DEFAULT_SERVICE_NAME, env)?;
+        let sentry_dsn = vars.parse_or(SENTRY_DSN, None, |v| {
             http_url(v)
                 .map(|_| Some(Secret::new(v)))
                 .map_err(|_| "must be an http(s) URL".to_owned())
@@ -226,8 +192,7 @@ impl Config {
             trace_id_header,
             postgres_dsn,
             env,
-            log_level,
-            log_format,
+            log,
             otel,
             sentry_dsn,
         })

@@ -22,14 +22,13 @@
 //! The file is read and checked whole at start; the first mistake is reported as
 //! `<path>: providers[1]: unknown kind "x"` under the variable's name.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::sections::http_url;
-use super::types::Secret;
 use super::{DEFAULT_PROVIDER_TIMEOUT, parse};
+use svc_runtime::{Secret, Vars};
 
 /// Default `breaker_failures`.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
@@ -144,16 +143,13 @@ struct RawModel {
 }
 
 /// Reads and checks the file at `path`; `env` holds the variables keys are read from.
-pub(super) fn load(path: &str, env: &HashMap<String, String>) -> Result<RegistryFile, String> {
+pub(super) fn load(path: &str, env: &Vars) -> Result<RegistryFile, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: cannot read: {e}"))?;
     parse_file(&text, env).map_err(|reason| format!("{path}: {reason}"))
 }
 
 /// Checks the text of a registry file.
-pub(super) fn parse_file(
-    text: &str,
-    env: &HashMap<String, String>,
-) -> Result<RegistryFile, String> {
+pub(super) fn parse_file(text: &str, env: &Vars) -> Result<RegistryFile, String> {
     let raw: RawFile = toml::from_str(text).map_err(|error| {
         let line = error
             .span()
@@ -200,7 +196,7 @@ pub(super) fn parse_file(
     Ok(RegistryFile { providers, models })
 }
 
-fn provider(raw: RawProvider, env: &HashMap<String, String>) -> Result<ProviderEntry, String> {
+fn provider(raw: RawProvider, env: &Vars) -> Result<ProviderEntry, String> {
     let name_ok = !raw.name.is_empty()
         && raw.name.len() <= MAX_PROVIDER_NAME_CHARS
         && raw
@@ -236,7 +232,7 @@ fn provider(raw: RawProvider, env: &HashMap<String, String>) -> Result<ProviderE
     };
     let api_key = match raw.api_key_env {
         Some(var) => {
-            let value = env.get(&var).map(|v| v.trim()).filter(|v| !v.is_empty());
+            let value = env.get(&var).map(str::trim).filter(|v| !v.is_empty());
             let value = value.ok_or_else(|| format!("api_key_env: {var} is not set"))?;
             if http::HeaderValue::from_str(value).is_err() {
                 return Err(format!("api_key_env: {var} is not a valid header value"));

@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::time::Duration;
 
 use super::*;
@@ -31,11 +30,16 @@ name = "claude-*"
 targets = ["anthropic"]
 "#;
 
-fn env() -> HashMap<String, String> {
-    HashMap::from([
-        ("OPENAI_API_KEY".to_owned(), "sk-openai".to_owned()),
-        ("ANTHROPIC_API_KEY".to_owned(), "sk-ant".to_owned()),
-    ])
+fn env_with(anthropic: bool) -> Vars {
+    let mut pairs = vec![("OPENAI_API_KEY", "sk-openai")];
+    if anthropic {
+        pairs.push(("ANTHROPIC_API_KEY", "sk-ant"));
+    }
+    Vars::from_pairs(pairs)
+}
+
+fn env() -> Vars {
+    env_with(true)
 }
 
 fn refused(text: &str) -> String {
@@ -114,10 +118,8 @@ fn an_unknown_provider_in_a_target() {
 
 #[test]
 fn a_missing_key_variable() {
-    let mut env = env();
-    env.remove("ANTHROPIC_API_KEY");
     assert_eq!(
-        parse_file(GOOD, &env).unwrap_err(),
+        parse_file(GOOD, &env_with(false)).unwrap_err(),
         "providers[1]: api_key_env: ANTHROPIC_API_KEY is not set"
     );
     assert_eq!(
@@ -205,7 +207,10 @@ fn the_variable_reads_the_file_and_replaces_the_single_provider_ones() {
     std::fs::write(&path, GOOD).unwrap();
     let path = path.to_str().unwrap();
     let vars = |extra: &[(&'static str, &'static str)]| {
-        let mut vars: Vec<(String, String)> = env().into_iter().collect();
+        let mut vars: Vec<(String, String)> = vec![
+            ("OPENAI_API_KEY".into(), "sk-openai".into()),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant".into()),
+        ];
         vars.push(("SVC_AUTH_GRPC_ADDR".into(), "127.0.0.1:9091".into()));
         vars.push((SVC_PROVIDERS_FILE.into(), path.into()));
         vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -221,8 +226,8 @@ fn the_variable_reads_the_file_and_replaces_the_single_provider_ones() {
     ];
     assert!(Config::from_map(vars(&production)).is_ok());
     let both = Config::from_map(vars(&[("SVC_PROVIDER_BASE_URL", "http://x")])).unwrap_err();
-    assert_eq!(both.var, SVC_PROVIDERS_FILE);
-    assert!(both.reason.contains("SVC_PROVIDER_BASE_URL"), "{both}");
+    assert_eq!(both.variable, SVC_PROVIDERS_FILE);
+    assert!(both.problem.contains("SVC_PROVIDER_BASE_URL"), "{both}");
 
     let missing = format!("{path}.missing");
     let mut vars = vars(&[]);

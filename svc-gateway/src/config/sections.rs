@@ -1,118 +1,18 @@
 //! Parsing of the variable groups that have rules across variables.
 
-use std::collections::HashMap;
-
 use http::HeaderName;
 
-use svc_auth_server::telemetry::otel;
-
 use super::parse;
-use super::types::{AuthConfig, Environment, LlmMode, OtelConfig, ProviderConfig, Secret};
+use super::types::{LlmMode, ProviderConfig};
 use super::vars::*;
-use super::{
-    ConfigError, DEFAULT_AUTH_VALIDATE_TIMEOUT, DEFAULT_MOCK_MODEL, DEFAULT_OTEL_SAMPLE_RATIO,
-    DEFAULT_PROVIDER_TIMEOUT, DEFAULT_SERVICE_NAME,
-};
-
-/// Reads one variable; empty and blank values count as unset, as `FOO=` in a compose file means.
-pub(super) struct Vars<'a>(pub(super) &'a HashMap<String, String>);
-
-impl Vars<'_> {
-    pub(super) fn get(&self, name: &'static str) -> Option<&str> {
-        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
-    }
-
-    pub(super) fn parse<T>(
-        &self,
-        name: &'static str,
-        default: T,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<T, ConfigError> {
-        match self.get(name) {
-            None => Ok(default),
-            Some(value) => parse(value).map_err(|reason| ConfigError::new(name, reason)),
-        }
-    }
-}
-
-pub(super) fn auth_config(vars: &Vars<'_>, production: bool) -> Result<AuthConfig, ConfigError> {
-    let raw = vars
-        .get(SVC_AUTH_GRPC_ADDR)
-        .ok_or_else(|| ConfigError::new(SVC_AUTH_GRPC_ADDR, "is required (host:port)"))?;
-    let (tls, host_port) = if let Some(rest) = raw.strip_prefix("https://") {
-        (true, rest)
-    } else if let Some(rest) = raw.strip_prefix("http://") {
-        (false, rest)
-    } else if raw.contains("://") {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_ADDR,
-            "scheme must be http or https",
-        ));
-    } else {
-        (false, raw)
-    };
-    let host_port = host_port.trim_end_matches('/');
-    parse::host_port(host_port).map_err(|reason| ConfigError::new(SVC_AUTH_GRPC_ADDR, reason))?;
-    let scheme = if tls { "https" } else { "http" };
-    let allow_plaintext = vars.parse(SVC_GRPC_ALLOW_PLAINTEXT, false, parse::boolean)?;
-    if production && !tls && !allow_plaintext {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_ADDR,
-            "production requires https:// (or SVC_GRPC_ALLOW_PLAINTEXT=true)",
-        ));
-    }
-    let tls_ca = vars.get(SVC_AUTH_GRPC_TLS_CA).map(str::to_owned);
-    if tls && tls_ca.is_none() {
-        return Err(ConfigError::new(
-            SVC_AUTH_GRPC_TLS_CA,
-            "is required with an https:// SVC_AUTH_GRPC_ADDR",
-        ));
-    }
-    let tls_cert = vars.get(SVC_AUTH_GRPC_TLS_CERT).map(str::to_owned);
-    let tls_key = vars.get(SVC_AUTH_GRPC_TLS_KEY).map(str::to_owned);
-    if tls_cert.is_some() != tls_key.is_some() {
-        let missing = if tls_cert.is_none() {
-            SVC_AUTH_GRPC_TLS_CERT
-        } else {
-            SVC_AUTH_GRPC_TLS_KEY
-        };
-        return Err(ConfigError::new(
-            missing,
-            "client certificate and key go together",
-        ));
-    }
-    // tonic only speaks TLS to an https:// URI: with http:// the files would be read and then
-    // silently unused, leaving the channel in plaintext.
-    let tls_files = [
-        (SVC_AUTH_GRPC_TLS_CA, &tls_ca),
-        (SVC_AUTH_GRPC_TLS_CERT, &tls_cert),
-        (SVC_AUTH_GRPC_TLS_KEY, &tls_key),
-    ];
-    if let Some((var, _)) = tls_files.iter().find(|(_, file)| file.is_some() && !tls) {
-        return Err(ConfigError::new(
-            var,
-            "needs an https:// SVC_AUTH_GRPC_ADDR (over http the channel would be plaintext)",
-        ));
-    }
-    Ok(AuthConfig {
-        endpoint: format!("{scheme}://{host_port}"),
-        validate_timeout: vars.parse(
-            SVC_AUTH_VALIDATE_TIMEOUT,
-            DEFAULT_AUTH_VALIDATE_TIMEOUT,
-            parse::duration,
-        )?,
-        tls_ca,
-        tls_cert,
-        tls_key,
-    })
-}
+use super::{ConfigError, DEFAULT_MOCK_MODEL, DEFAULT_PROVIDER_TIMEOUT, Secret, Vars};
 
 pub(super) fn provider_config(
-    vars: &Vars<'_>,
+    vars: &Vars,
     production: bool,
 ) -> Result<ProviderConfig, ConfigError> {
-    let file = vars.parse(SVC_PROVIDERS_FILE, None, |path| {
-        super::providers::load(path, vars.0).map(Some)
+    let file = vars.parse_or(SVC_PROVIDERS_FILE, None, |path| {
+        super::providers::load(path, vars).map(Some)
     })?;
     if let Some(var) = [SVC_PROVIDER_BASE_URL, SVC_PROVIDER_MODELS, SVC_LLM_MODE]
         .into_iter()
@@ -121,8 +21,8 @@ pub(super) fn provider_config(
         let reason = format!("replaces {var}: set one or the other");
         return Err(ConfigError::new(SVC_PROVIDERS_FILE, reason));
     }
-    let base_url = vars.parse(SVC_PROVIDER_BASE_URL, None, |v| http_url(v).map(Some))?;
-    let explicit_mode = vars.parse(SVC_LLM_MODE, None, |v| {
+    let base_url = vars.parse_or(SVC_PROVIDER_BASE_URL, None, |v| http_url(v).map(Some))?;
+    let explicit_mode = vars.parse_or(SVC_LLM_MODE, None, |v| {
         match v.to_ascii_lowercase().as_str() {
             "mock" => Ok(Some(LlmMode::Mock)),
             "live" => Ok(Some(LlmMode::Live)),
@@ -180,40 +80,13 @@ pub(super) fn provider_config(
         mode,
         base_url: base_url.map(|u| u.trim_end_matches('/').to_owned()),
         api_key: vars.get(SVC_PROVIDER_API_KEY).map(Secret::new),
-        timeout: vars.parse(
+        timeout: vars.parse_or(
             SVC_PROVIDER_TIMEOUT,
             DEFAULT_PROVIDER_TIMEOUT,
             parse::duration,
         )?,
         models,
         file,
-    })
-}
-
-pub(super) fn otel_config(vars: &Vars<'_>, env: Environment) -> Result<OtelConfig, ConfigError> {
-    // One grammar for both binaries: the auth server's exporter parses the same variables.
-    let endpoint = vars.parse(OTEL_EXPORTER_OTLP_ENDPOINT, None, |v| {
-        otel::parse_endpoint(v).map(Some)
-    })?;
-    let sample_ratio = vars.parse(
-        OTEL_SAMPLE_RATIO,
-        DEFAULT_OTEL_SAMPLE_RATIO,
-        otel::parse_ratio,
-    )?;
-    let service_name = vars
-        .get(OTEL_SERVICE_NAME)
-        .or_else(|| vars.get(SVC_SERVICE_NAME))
-        .unwrap_or(DEFAULT_SERVICE_NAME)
-        .to_owned();
-    let deployment_environment = vars
-        .get(OTEL_DEPLOYMENT_ENVIRONMENT)
-        .map(str::to_owned)
-        .unwrap_or_else(|| env.as_str().to_owned());
-    Ok(OtelConfig {
-        endpoint,
-        sample_ratio,
-        service_name,
-        deployment_environment,
     })
 }
 

@@ -25,8 +25,8 @@ fn defaults_apply() {
     assert_eq!(c.request_id_header, "x-request-id");
     assert_eq!(c.trace_id_header, "x-trace-id");
     assert_eq!(c.env, Environment::Development);
-    assert_eq!(c.log_level, "info");
-    assert_eq!(c.log_format, LogFormat::Json);
+    assert_eq!(c.log.level, LogLevel::Info);
+    assert_eq!(c.log.format, LogFormat::Json);
     assert_eq!(c.otel.sample_ratio, 0.01);
     assert_eq!(c.otel.service_name, "svc-gateway");
     assert_eq!(c.otel.deployment_environment, "development");
@@ -36,7 +36,7 @@ fn defaults_apply() {
 #[test]
 fn auth_addr_is_required_and_named() {
     let err = Config::from_map(Vec::<(String, String)>::new()).unwrap_err();
-    assert_eq!(err.var, "SVC_AUTH_GRPC_ADDR");
+    assert_eq!(err.variable, "SVC_AUTH_GRPC_ADDR");
     assert!(err.to_string().contains("SVC_AUTH_GRPC_ADDR"));
     assert!(!err.to_string().contains('\n'));
 }
@@ -58,7 +58,7 @@ fn auth_addr_accepts_schemes() {
     assert_eq!(c.auth.endpoint, "https://auth.internal:443");
     for bad in ["auth", "grpc://auth:1", "http://auth", "auth:notaport"] {
         let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", bad)]).unwrap_err();
-        assert_eq!(err.var, "SVC_AUTH_GRPC_ADDR", "{bad}");
+        assert_eq!(err.variable, "SVC_AUTH_GRPC_ADDR", "{bad}");
     }
 }
 
@@ -88,7 +88,7 @@ fn each_bad_value_names_its_variable() {
     ];
     for &(var, value) in cases {
         let err = refused(&[(var, value)]);
-        assert_eq!(err.var, var, "{var}={value}");
+        assert_eq!(err.variable, var, "{var}={value}");
     }
 }
 
@@ -129,7 +129,7 @@ fn llm_mode_follows_the_base_url() {
     assert_eq!(mock.provider.models, ["a", "b", "c"]);
 
     assert_eq!(
-        refused(&[("SVC_LLM_MODE", "live")]).var,
+        refused(&[("SVC_LLM_MODE", "live")]).variable,
         "SVC_PROVIDER_BASE_URL"
     );
 }
@@ -138,9 +138,9 @@ fn llm_mode_follows_the_base_url() {
 fn production_refuses_unsafe_defaults() {
     let prod = ("SVC_ENV", "production");
     let plaintext_ok = ("SVC_GRPC_ALLOW_PLAINTEXT", "true");
-    assert_eq!(refused(&[prod, plaintext_ok]).var, "SVC_LLM_MODE");
+    assert_eq!(refused(&[prod, plaintext_ok]).variable, "SVC_LLM_MODE");
     assert_eq!(
-        refused(&[prod, ("SVC_LLM_MODE", "mock")]).var,
+        refused(&[prod, ("SVC_LLM_MODE", "mock")]).variable,
         "SVC_AUTH_GRPC_ADDR"
     );
     assert_eq!(
@@ -150,7 +150,7 @@ fn production_refuses_unsafe_defaults() {
             ("SVC_LLM_MODE", "mock"),
             ("SVC_LOG_FORMAT", "text")
         ])
-        .var,
+        .variable,
         "SVC_LOG_FORMAT"
     );
     let c = parse(&[prod, plaintext_ok, ("SVC_LLM_MODE", "mock")]).unwrap();
@@ -201,8 +201,8 @@ fn values_are_parsed() {
     );
     assert_eq!(c.request_id_header, "x-correlation-id");
     assert_eq!(c.trace_id_header, "x-b3-traceid");
-    assert_eq!(c.log_level, "debug");
-    assert_eq!(c.log_format, LogFormat::Text);
+    assert_eq!(c.log.level, LogLevel::Debug);
+    assert_eq!(c.log.format, LogFormat::Text);
     assert_eq!(c.otel.endpoint.as_deref(), Some("http://collector:4317"));
     assert_eq!(c.otel.sample_ratio, 0.5);
     assert_eq!(c.otel.service_name, "edge");
@@ -220,7 +220,7 @@ fn empty_values_count_as_unset() {
 #[test]
 fn https_needs_a_ca() {
     let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", "https://auth:9091")]).unwrap_err();
-    assert_eq!(err.var, "SVC_AUTH_GRPC_TLS_CA");
+    assert_eq!(err.variable, "SVC_AUTH_GRPC_TLS_CA");
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn tls_files_need_an_https_address() {
             (vec![addr, cert, key], "SVC_AUTH_GRPC_TLS_CERT"),
         ] {
             let err = Config::from_map(vars).unwrap_err();
-            assert_eq!(err.var, want, "{addr:?}");
+            assert_eq!(err.variable, want, "{addr:?}");
             assert!(err.to_string().contains("https://"), "{err}");
         }
     }
@@ -245,7 +245,7 @@ fn tls_files_need_an_https_address() {
 #[test]
 fn tls_cert_and_key_go_together() {
     assert_eq!(
-        refused(&[("SVC_AUTH_GRPC_TLS_CERT", "/etc/tls/client.pem")]).var,
+        refused(&[("SVC_AUTH_GRPC_TLS_CERT", "/etc/tls/client.pem")]).variable,
         "SVC_AUTH_GRPC_TLS_KEY"
     );
 }
@@ -263,11 +263,11 @@ fn auth_failure_limit_variables() {
     assert_eq!(c.auth_failures_per_minute, 0);
     assert_eq!(c.trusted_proxy_header.unwrap(), "x-forwarded-for");
     assert_eq!(
-        refused(&[(SVC_AUTH_FAILURES_PER_MINUTE, "-1")]).var,
+        refused(&[(SVC_AUTH_FAILURES_PER_MINUTE, "-1")]).variable,
         SVC_AUTH_FAILURES_PER_MINUTE
     );
     assert_eq!(
-        refused(&[(SVC_TRUSTED_PROXY_HEADER, "bad header")]).var,
+        refused(&[(SVC_TRUSTED_PROXY_HEADER, "bad header")]).variable,
         SVC_TRUSTED_PROXY_HEADER
     );
 }

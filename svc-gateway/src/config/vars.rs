@@ -1,19 +1,12 @@
 //! The name of every variable the gateway reads.
 
+pub use svc_runtime::auth_client::{
+    SVC_AUTH_GRPC_ADDR, SVC_AUTH_GRPC_TLS_CA, SVC_AUTH_GRPC_TLS_CERT, SVC_AUTH_GRPC_TLS_KEY,
+    SVC_AUTH_VALIDATE_TIMEOUT, SVC_GRPC_ALLOW_PLAINTEXT,
+};
+
 /// HTTP port.
 pub const SVC_PORT: &str = "SVC_PORT";
-/// Auth gRPC address, `host:port` or `http(s)://host:port`. Required.
-pub const SVC_AUTH_GRPC_ADDR: &str = "SVC_AUTH_GRPC_ADDR";
-/// ValidateToken deadline (duration).
-pub const SVC_AUTH_VALIDATE_TIMEOUT: &str = "SVC_AUTH_VALIDATE_TIMEOUT";
-/// Allows a plaintext auth channel in production.
-pub const SVC_GRPC_ALLOW_PLAINTEXT: &str = "SVC_GRPC_ALLOW_PLAINTEXT";
-/// CA bundle that signs the auth server's certificate.
-pub const SVC_AUTH_GRPC_TLS_CA: &str = "SVC_AUTH_GRPC_TLS_CA";
-/// Client certificate for mutual TLS to the auth server.
-pub const SVC_AUTH_GRPC_TLS_CERT: &str = "SVC_AUTH_GRPC_TLS_CERT";
-/// Client key for mutual TLS to the auth server.
-pub const SVC_AUTH_GRPC_TLS_KEY: &str = "SVC_AUTH_GRPC_TLS_KEY";
 /// Redis URL for rate limits and idempotency; empty means no-op limiter, in-process store.
 pub const REDIS_URL: &str = "REDIS_URL";
 /// Prefix of every Redis key (empty by default; lets deployments or tests share a server).

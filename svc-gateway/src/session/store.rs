@@ -3,11 +3,16 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use svc_auth_server::store::postgres::pool::{self, PoolSettings};
+use svc_runtime::postgres::{self as pool, PoolSettings};
 use uuid::Uuid;
 
-/// The non-owner role the migrations create; RLS applies to it.
-pub use svc_auth_server::store::postgres::APP_ROLE;
+/// The auth server's role, which the gateway no longer uses.
+pub use svc_runtime::postgres::APP_ROLE;
+
+/// The gateway's own role (migration `gateway_role`): it may record sessions and checkpoints
+/// and nothing else, so a compromised gateway cannot read, mint or revoke tokens. Like
+/// [`APP_ROLE`] it owns nothing and cannot bypass row-level security.
+pub const GATEWAY_ROLE: &str = "svc_gateway";
 
 /// Pool size: one write per completed call, off the request path.
 pub const MAX_CONNECTIONS: u32 = 4;
@@ -64,11 +69,11 @@ pub struct SessionStore {
 }
 
 impl SessionStore {
-    /// A lazily connecting pool for `dsn`; every connection runs as [`APP_ROLE`]. Fails only on
-    /// a malformed DSN, without echoing it.
+    /// A lazily connecting pool for `dsn`; every connection runs as [`GATEWAY_ROLE`]. Fails
+    /// only on a malformed DSN, without echoing it.
     pub fn connect_lazy(dsn: &str) -> Result<SessionStore, InvalidDsn> {
-        // The auth server's pool builder, so both services reach PostgreSQL the same way: the
-        // application role, no statement logging, TCP_NODELAY, bounded waits.
+        // The shared pool builder, so both services reach PostgreSQL the same way: a non-owner
+        // role, no statement logging, TCP_NODELAY, bounded waits.
         let options = pool::connect_options(dsn).map_err(|_| InvalidDsn)?;
         let settings = PoolSettings {
             max_connections: MAX_CONNECTIONS,
@@ -76,7 +81,7 @@ impl SessionStore {
             ..PoolSettings::default()
         };
         Ok(SessionStore {
-            pool: pool::app_pool(options, &settings),
+            pool: pool::role_pool(options, &settings, GATEWAY_ROLE),
         })
     }
 

@@ -22,6 +22,16 @@ pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default TCP connect timeout of the channel.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How often the channel pings an HTTP/2 connection, idle or not: a peer that vanished
+/// without a reset is noticed within this plus [`KEEPALIVE_TIMEOUT`], not when TCP gives up.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How long a keepalive ping may go unanswered before the connection is dropped.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// TCP keepalive on the channel's socket, for the middleboxes that drop idle flows.
+pub const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+
 /// The `google.rpc.ErrorInfo` reason of a PermissionDenied for an inactive agent.
 pub const REASON_AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
 
@@ -89,6 +99,19 @@ impl GrpcAuthClient {
         ca_pem: &[u8],
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<GrpcAuthClient, GrpcClientError> {
+        Ok(GrpcAuthClient::from_channel(
+            GrpcAuthClient::tls_endpoint(addr, ca_pem, identity)?.connect_lazy(),
+        ))
+    }
+
+    /// The endpoint [`connect_lazy_tls`](GrpcAuthClient::connect_lazy_tls) uses:
+    /// [`endpoint`](GrpcAuthClient::endpoint)'s settings, over TLS.
+    #[cfg(feature = "grpc-tls")]
+    pub fn tls_endpoint(
+        addr: &str,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<Endpoint, GrpcClientError> {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
         let addr = addr.trim();
@@ -104,14 +127,14 @@ impl GrpcAuthClient {
         if let Some((cert, key)) = identity {
             tls = tls.identity(Identity::from_pem(cert, key));
         }
-        let endpoint = GrpcAuthClient::endpoint(&addr)?
+        GrpcAuthClient::endpoint(&addr)?
             .tls_config(tls)
-            .map_err(GrpcClientError::Tls)?;
-        Ok(GrpcAuthClient::from_channel(endpoint.connect_lazy()))
+            .map_err(GrpcClientError::Tls)
     }
 
-    /// The endpoint [`connect_lazy`](GrpcAuthClient::connect_lazy) uses: TCP_NODELAY and
-    /// [`DEFAULT_CONNECT_TIMEOUT`]. Adjust it and hand the channel to
+    /// The endpoint [`connect_lazy`](GrpcAuthClient::connect_lazy) uses: TCP_NODELAY,
+    /// [`DEFAULT_CONNECT_TIMEOUT`], HTTP/2 keepalive pings every [`KEEPALIVE_INTERVAL`] (idle
+    /// too) and [`TCP_KEEPALIVE`]. Adjust it and hand the channel to
     /// [`from_channel`](GrpcAuthClient::from_channel) for anything else.
     pub fn endpoint(addr: &str) -> Result<Endpoint, GrpcClientError> {
         let addr = addr.trim();
@@ -129,7 +152,11 @@ impl GrpcAuthClient {
         }
         Ok(endpoint
             .tcp_nodelay(true)
-            .connect_timeout(DEFAULT_CONNECT_TIMEOUT))
+            .connect_timeout(DEFAULT_CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true)
+            .tcp_keepalive(Some(TCP_KEEPALIVE)))
     }
 
     /// A client over an existing channel.
@@ -350,12 +377,13 @@ mod tests {
     }
 
     #[test]
-    fn endpoint_sets_nodelay_and_connect_timeout() {
+    fn endpoint_sets_nodelay_connect_timeout_and_keepalive() {
         let endpoint = GrpcAuthClient::endpoint("127.0.0.1:9091").unwrap();
         assert!(endpoint.get_tcp_nodelay());
         assert_eq!(
             endpoint.get_connect_timeout(),
             Some(DEFAULT_CONNECT_TIMEOUT)
         );
+        assert_eq!(endpoint.get_tcp_keepalive(), Some(TCP_KEEPALIVE));
     }
 }

@@ -1,95 +1,22 @@
-//! The PostgreSQL pool: every connection runs as the application role, with bounded waits, and
-//! tenant work runs in transactions scoped to one org.
+//! The pool of [`svc_runtime::postgres`] (every connection as the application role, bounded
+//! waits, org-scoped transactions), with its errors as [`StoreError`]s.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres, Transaction};
-use uuid::Uuid;
+use sqlx::PgConnection;
+use sqlx::postgres::PgConnectOptions;
+use svc_runtime::postgres::{self, ConnectError};
+
+pub use svc_runtime::postgres::{
+    APP_ROLE, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    PoolSettings, app_pool, begin_tenant,
+};
 
 use crate::store::StoreError;
 
-/// The non-owner role migrations create; row-level security applies to it.
-pub const APP_ROLE: &str = "svc_app";
-
-/// Default pool size.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
-/// Default bound on opening one connection outside the pool (startup checks, migrate, seed).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default bound on getting a pooled connection, opening it included. sqlx's default of 30 s is
-/// useless to a caller with a 50 ms budget.
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Pool sizing and timeouts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolSettings {
-    /// Most connections open at once.
-    pub max_connections: u32,
-    /// Bound on opening a standalone connection.
-    pub connect_timeout: Duration,
-    /// Bound on [`PgPool::acquire`], connecting included.
-    pub acquire_timeout: Duration,
-}
-
-impl Default for PoolSettings {
-    fn default() -> Self {
-        PoolSettings {
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
-        }
-    }
-}
-
 /// Parses a DSN without echoing it in the error.
 pub fn connect_options(dsn: &str) -> Result<PgConnectOptions, StoreError> {
-    let invalid = || StoreError::Query("not a valid PostgreSQL connection string".into());
-    if !(dsn.starts_with("postgres://") || dsn.starts_with("postgresql://")) {
-        return Err(invalid());
-    }
-    PgConnectOptions::from_str(dsn)
-        .map(|options| options.disable_statement_logging())
-        .map_err(|_| invalid())
-}
-
-/// A lazily connecting pool whose connections all `SET ROLE` to [`APP_ROLE`] unless the DSN's
-/// user is that role already. The driver sets TCP_NODELAY on every socket it opens.
-pub fn app_pool(options: PgConnectOptions, settings: &PoolSettings) -> PgPool {
-    let set_role = options.get_username() != APP_ROLE;
-    PgPoolOptions::new()
-        .max_connections(settings.max_connections)
-        .acquire_timeout(settings.acquire_timeout)
-        // sqlx already pings every connection when it returns to the pool, off the caller's
-        // path; pinging again on acquire would add a round trip to every ValidateToken.
-        .test_before_acquire(false)
-        .after_connect(move |conn, _meta| {
-            Box::pin(async move {
-                if set_role {
-                    conn.execute(format!("SET ROLE {APP_ROLE}").as_str())
-                        .await?;
-                }
-                Ok(())
-            })
-        })
-        .connect_lazy_with(options)
-}
-
-/// A transaction on `pool` in which row-level security sees `org_id` only.
-///
-/// The setting is local to the transaction (`set_config(.., true)`), never set on the pooled
-/// session, so a connection handed back to the pool carries no org into its next use. Queries
-/// inside still name `org_id` in their `WHERE`: the policies are the second line, not the only one.
-pub async fn begin_tenant(
-    pool: &PgPool,
-    org_id: Uuid,
-) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SELECT set_config('svc.org_id', $1, true)")
-        .bind(org_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    Ok(tx)
+    postgres::connect_options(dsn).map_err(|error| StoreError::Query(error.problem.into()))
 }
 
 /// One connection as the DSN's own user (migrations need the owner), within `timeout`.
@@ -97,9 +24,9 @@ pub async fn connect_owner(
     options: &PgConnectOptions,
     timeout: Duration,
 ) -> Result<PgConnection, StoreError> {
-    match tokio::time::timeout(timeout, PgConnection::connect_with(options)).await {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(error)) => Err(super::map_error(error)),
-        Err(_) => Err(StoreError::Unavailable("connecting timed out".into())),
+    match postgres::connect_owner(options, timeout).await {
+        Ok(conn) => Ok(conn),
+        Err(ConnectError::Driver(error)) => Err(super::map_error(error)),
+        Err(error @ ConnectError::Timeout) => Err(StoreError::Unavailable(error.into())),
     }
 }

@@ -1,4 +1,4 @@
-//! [`Store`] on an embedded SQLite database, for `svc-gateway dev` and single-node trials.
+//! [`Store`] on an embedded SQLite database, for `svc dev` and single-node trials.
 //!
 //! A file (WAL, a busy timeout) or a private in-memory database, with its own schema created at
 //! open (`schema.sql`, idempotent; the PostgreSQL migrations do not apply). SQLite has no

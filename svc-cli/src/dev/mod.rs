@@ -1,7 +1,7 @@
-//! `svc-gateway dev`: the whole service in one process, with no PostgreSQL and no Redis.
+//! `svc dev`: the whole service in one process, with no PostgreSQL and no Redis.
 //!
 //! ```sh
-//! cargo run -p svc-gateway -- dev
+//! cargo run -p svc-cli -- dev
 //! ```
 //!
 //! | part | in dev mode |
@@ -43,12 +43,12 @@ pub use config::{
 pub use identity::{DevIdentity, IdentityError, prepare};
 pub use server::{DevServer, DevStartError};
 
-use crate::config::EXIT_CONFIG;
+use svc_gateway::config::EXIT_CONFIG;
 
 /// The exit code when the stack fails to start.
 pub const EXIT_START: i32 = 1;
 
-/// Runs `svc-gateway dev` with the arguments after `dev`, until SIGINT or SIGTERM; returns the
+/// Runs `svc dev` with the arguments after `dev`, until SIGINT or SIGTERM; returns the
 /// process exit code.
 pub async fn main(args: &[String]) -> i32 {
     if let Some(extra) = args.first() {
@@ -71,16 +71,13 @@ pub async fn main(args: &[String]) -> i32 {
         return EXIT_CONFIG;
     }
     for variable in &config.ignored {
-        tracing::warn!(
-            variable,
-            "ignored by svc-gateway dev, which runs without it"
-        );
+        tracing::warn!(variable, "ignored by svc dev, which runs without it");
     }
 
     let server = match DevServer::start(config).await {
         Ok(server) => server,
         Err(error) => {
-            eprintln!("error: svc-gateway dev: {}", one_line(&error));
+            eprintln!("error: svc dev: {}", one_line(&error));
             return EXIT_START;
         }
     };
@@ -94,10 +91,10 @@ pub async fn main(args: &[String]) -> i32 {
         org_id = %server.identity.org_id,
         agent_id = %server.identity.agent_id,
         reused = server.identity.reused,
-        "svc-gateway dev serving"
+        "svc dev serving"
     );
 
-    svc_auth_server::cli::shutdown_signal().await;
+    svc_runtime::shutdown::shutdown_signal().await;
     tracing::info!("shutting down");
     server.shutdown().await;
     0
@@ -105,8 +102,8 @@ pub async fn main(args: &[String]) -> i32 {
 
 /// Text lines on stderr unless `SVC_LOG_FORMAT` asks otherwise: stdout is the banner's.
 fn init_logs(mut vars: Vec<(String, String)>) -> Result<(), String> {
-    use svc_auth_server::config::vars::Vars;
-    use svc_auth_server::telemetry::{LogSettings, SVC_LOG_FORMAT, subscriber};
+    use svc_runtime::config::Vars;
+    use svc_runtime::telemetry::{LogSettings, SVC_LOG_FORMAT, subscriber};
 
     if !vars
         .iter()

@@ -7,8 +7,8 @@
 //! service that sees the same trace id with the same ratio decides alike.
 //!
 //! ```
-//! use svc_auth_server::config::vars::{Environment, Vars};
-//! use svc_auth_server::telemetry::otel::OtelSettings;
+//! use svc_runtime::config::{Environment, Vars};
+//! use svc_runtime::telemetry::otel::OtelSettings;
 //!
 //! let vars = Vars::from_pairs([("OTEL_SAMPLE_RATIO", "2")]);
 //! let error = OtelSettings::from_vars(&vars, "svc-auth-server", Environment::Staging).unwrap_err();
@@ -39,7 +39,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::vars::{ConfigError, Environment, Vars};
+use crate::config::{ConfigError, Environment, Vars};
 
 /// `OTEL_EXPORTER_OTLP_ENDPOINT`: `host:port` of an OTLP gRPC collector; empty means no export.
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -216,17 +216,7 @@ impl TraceExport {
 
 fn span_filter() -> EnvFilter {
     let mut filter = EnvFilter::new("info");
-    for noisy in [
-        "h2",
-        "hyper",
-        "hyper_util",
-        "tower",
-        "tonic",
-        "sqlx",
-        "axum",
-        "rustls",
-        "redis",
-    ] {
+    for noisy in super::TRANSPORT_CRATES {
         if let Ok(directive) = format!("{noisy}=off").parse() {
             filter = filter.add_directive(directive);
         }

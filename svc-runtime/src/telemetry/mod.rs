@@ -1,4 +1,5 @@
-//! Logging for the svc binaries: `tracing` to stdout, JSON by default.
+//! Logging for the svc binaries: `tracing` to stdout, JSON by default, and trace export
+//! ([`otel`]).
 //!
 //! Log lines carry ids (token id, org id, request id), never a token, a secret or message
 //! content; call sites are written that way and the tests read the output to check it. The
@@ -6,8 +7,8 @@
 //! at DEBUG, so their internals never flood, or leak into, the logs.
 //!
 //! ```
-//! use svc_auth_server::telemetry::{LogFormat, LogLevel, LogSettings};
-//! use svc_auth_server::config::vars::Vars;
+//! use svc_runtime::telemetry::{LogFormat, LogLevel, LogSettings};
+//! use svc_runtime::config::Vars;
 //!
 //! let vars = Vars::from_pairs([("SVC_LOG_LEVEL", "debug"), ("SVC_LOG_FORMAT", "text")]);
 //! let settings = LogSettings::from_vars(&vars).unwrap();
@@ -20,7 +21,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::vars::{ConfigError, Vars};
+use crate::config::{ConfigError, Vars};
 
 pub mod otel;
 
@@ -28,6 +29,19 @@ pub mod otel;
 pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
 /// `SVC_LOG_FORMAT`: json or text.
 pub const SVC_LOG_FORMAT: &str = "SVC_LOG_FORMAT";
+/// The transport crates held at WARN in the logs and left out of exported traces: their
+/// internals describe frames and connections, and must never be how a header reaches a log.
+const TRANSPORT_CRATES: [&str; 9] = [
+    "h2",
+    "hyper",
+    "hyper_util",
+    "tower",
+    "tonic",
+    "sqlx",
+    "axum",
+    "rustls",
+    "redis",
+];
 /// Default level.
 pub const DEFAULT_LOG_LEVEL: LogLevel = LogLevel::Info;
 /// Default format.
@@ -84,7 +98,7 @@ impl LogFormat {
     pub fn parse(value: &str) -> Result<LogFormat, String> {
         match value.to_ascii_lowercase().as_str() {
             "json" => Ok(LogFormat::Json),
-            "text" => Ok(LogFormat::Text),
+            "text" | "pretty" | "console" => Ok(LogFormat::Text),
             _ => Err(format!(
                 "invalid log format {value:?} (expected json or text)"
             )),
@@ -126,15 +140,7 @@ impl LogSettings {
             _ => "warn",
         };
         let mut filter = EnvFilter::new(level);
-        for noisy in [
-            "h2",
-            "hyper",
-            "hyper_util",
-            "tower",
-            "tonic",
-            "sqlx",
-            "axum",
-        ] {
+        for noisy in TRANSPORT_CRATES {
             if let Ok(directive) = format!("{noisy}={quiet}").parse() {
                 filter = filter.add_directive(directive);
             }
@@ -151,6 +157,16 @@ where
     subscriber_with_traces(settings, writer, None)
 }
 
+/// Where a JSON line puts an event's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JsonFields {
+    /// Beside `message`, `level` and `target` (the auth server's lines).
+    #[default]
+    Flat,
+    /// Under a `fields` object (the gateway's lines).
+    Nested,
+}
+
 /// [`subscriber`], exporting spans through `traces` when given.
 ///
 /// The log level filters the log lines only: spans reach the exporter at INFO whatever
@@ -163,13 +179,26 @@ pub fn subscriber_with_traces<W>(
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
+    subscriber_with(settings, writer, traces, JsonFields::Flat)
+}
+
+/// [`subscriber_with_traces`], with JSON fields laid out as `fields` says.
+pub fn subscriber_with<W>(
+    settings: &LogSettings,
+    writer: W,
+    traces: Option<&otel::TraceExport>,
+    fields: JsonFields,
+) -> Box<dyn Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         .with_target(true);
     match settings.format {
         LogFormat::Json => with_traces(
             logs.json()
-                .flatten_event(true)
+                .flatten_event(fields == JsonFields::Flat)
                 .with_current_span(false)
                 .with_filter(settings.filter()),
             traces,

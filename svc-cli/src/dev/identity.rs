@@ -1,5 +1,6 @@
-//! The dev identity: an org, an owner, an active agent and an admin token, created once and
-//! remembered in a state file next to the database; and a chat token minted at every start.
+//! The dev identity: an org, an owner, an active agent and an admin token, created once by the
+//! auth server's seed ([`seed::seed_org`]) and remembered in a state file next to the database;
+//! and a chat token minted at every start ([`seed::mint`]).
 
 use std::fmt;
 use std::io::Write;
@@ -7,12 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use svc_auth_server::pat::Pat;
-use svc_auth_server::seed::{ADMIN_PERMISSIONS, CHAT_PERMISSIONS};
-use svc_auth_server::store::{
-    AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Store, StoreError,
-};
-use svc_auth_server::verify::{HashError, Hasher};
-use svc_tower::context::Permissions;
+use svc_auth_server::seed::{self, CHAT_PERMISSIONS, SeedError, SeedOptions};
+use svc_auth_server::store::{AgentStatus, Store, StoreError};
+use svc_auth_server::verify::Hasher;
 use uuid::Uuid;
 
 /// The state file's format version.
@@ -36,9 +34,9 @@ pub enum IdentityError {
     /// A store call failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Hashing a new token failed.
+    /// Seeding the org or minting a token failed.
     #[error(transparent)]
-    Hash(#[from] HashError),
+    Seed(#[from] SeedError),
 }
 
 /// What the state file remembers across restarts. It holds the admin token's plaintext (the
@@ -98,12 +96,13 @@ pub async fn prepare<S: Store>(
             (state, false)
         }
     };
-    let chat = mint(
+    let chat = seed::mint(
         store,
         hasher,
-        &state,
-        CHAT_PERMISSIONS,
+        state.org_id,
+        state.user_id,
         Some(state.agent_id),
+        CHAT_PERMISSIONS,
         "dev chat",
     )
     .await?;
@@ -134,67 +133,22 @@ async fn still_valid<S: Store>(store: &S, state: &State) -> Result<bool, StoreEr
     Ok(agent_active && admin_valid && store.is_member(state.org_id, state.user_id).await?)
 }
 
+/// One org with its owner, one active agent and an admin token, through the seed API.
 async fn create<S: Store>(store: &S, hasher: &Hasher) -> Result<State, IdentityError> {
-    let org_id = Uuid::new_v4();
-    store.ensure_organization(org_id).await?;
-    let user = store
-        .create_user(
-            org_id,
-            NewUser {
-                user_id: Uuid::new_v4(),
-                display_name: Some("dev owner".into()),
-                role: MembershipRole::Owner,
-            },
-        )
-        .await?;
-    let agent = store
-        .create_agent(
-            org_id,
-            NewAgent {
-                agent_id: Uuid::new_v4(),
-                status: AgentStatus::Active,
-                name: Some("dev agent".into()),
-            },
-        )
-        .await?;
-    let mut state = State {
+    let org = seed::seed_org(store, hasher, &SeedOptions::default()).await?;
+    let agent = org
+        .agents
+        .first()
+        .ok_or(SeedError::Store(StoreError::Query(
+            "seed created no agent".into(),
+        )))?;
+    Ok(State {
         version: STATE_VERSION,
-        org_id,
-        user_id: user.user_id,
+        org_id: org.org_id,
+        user_id: org.user_id,
         agent_id: agent.agent_id,
-        admin_token: String::new(),
-    };
-    let admin = mint(store, hasher, &state, ADMIN_PERMISSIONS, None, "dev admin").await?;
-    state.admin_token = admin.expose();
-    Ok(state)
-}
-
-async fn mint<S: Store>(
-    store: &S,
-    hasher: &Hasher,
-    state: &State,
-    permissions: Permissions,
-    agent_id: Option<Uuid>,
-    name: &str,
-) -> Result<Pat, IdentityError> {
-    let pat = Pat::generate(Uuid::new_v4());
-    let secret_hash = hasher.hash(pat.secret()).await?;
-    store
-        .create_token(
-            state.org_id,
-            NewToken {
-                token_id: pat.token_id(),
-                user_id: Some(state.user_id),
-                agent_id,
-                permissions,
-                name: Some(name.to_owned()),
-                secret_hash,
-                expires_at: None,
-                issuer_token_id: None,
-            },
-        )
-        .await?;
-    Ok(pat)
+        admin_token: org.admin_token,
+    })
 }
 
 fn read_state(path: &Path) -> Result<Option<State>, IdentityError> {

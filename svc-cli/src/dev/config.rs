@@ -1,4 +1,4 @@
-//! What `svc-gateway dev` reads from the environment, validated before anything is opened.
+//! What `svc dev` reads from the environment, validated before anything is opened.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 pub use svc_auth_server::config::{SVC_BIND_ADDR, SVC_GRPC_PORT};
 
-use crate::config::{
+use svc_gateway::config::{
     Config, POSTGRES_DSN, REDIS_URL, SVC_AUTH_GRPC_ADDR, SVC_AUTH_VALIDATE_TIMEOUT, SVC_ENV,
     SVC_LOG_FORMAT,
 };
@@ -24,7 +24,7 @@ pub const DEV_VALIDATE_TIMEOUT: &str = "2s";
 pub enum DevConfigError {
     /// SVC_ENV names production.
     #[error(
-        "svc-gateway dev refuses SVC_ENV=production: the embedded store and in-process limits \
+        "svc dev refuses SVC_ENV=production: the embedded store and in-process limits \
          are for local development only"
     )]
     Production,
@@ -37,7 +37,7 @@ pub enum DevConfigError {
         reason: String,
     },
     /// An argument after `dev` is not understood.
-    #[error("svc-gateway dev takes no arguments (got {0:?}); configure it with SVC_* variables")]
+    #[error("svc dev takes no arguments (got {0:?}); configure it with SVC_* variables")]
     Arguments(String),
 }
 
@@ -109,8 +109,8 @@ impl DevConfig {
         map.entry(SVC_LOG_FORMAT.to_owned())
             .or_insert_with(|| "text".to_owned());
         let mut gateway = Config::from_map(map).map_err(|e| DevConfigError::Invalid {
-            var: e.var,
-            reason: e.reason,
+            var: e.variable,
+            reason: e.problem,
         })?;
         gateway.listen = SocketAddr::new(bind, gateway.listen.port());
         Ok(DevConfig {

@@ -1,3 +1,4 @@
+use svc_auth_server::seed::ADMIN_PERMISSIONS;
 use svc_auth_server::store::SqliteStore;
 use svc_auth_server::verify::Argon2Params;
 use svc_testkit::TempDir;

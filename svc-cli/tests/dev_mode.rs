@@ -1,4 +1,4 @@
-//! `svc-gateway dev` in process: readiness without Redis, the in-process rate limit and
+//! `svc dev` in process: readiness without Redis, the in-process rate limit and
 //! idempotency, and the printed credentials working against the real stack.
 
 use bytes::Bytes;
@@ -8,7 +8,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use svc_gateway::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
+use svc_cli::dev::{DevConfig, DevServer, SVC_DEV_DATA_DIR};
 use svc_testkit::TempDir;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;

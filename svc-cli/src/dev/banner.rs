@@ -1,4 +1,4 @@
-//! What `svc-gateway dev` prints on stdout once it serves: the credentials, a curl command to
+//! What `svc dev` prints on stdout once it serves: the credentials, a curl command to
 //! paste and an OpenAI Python SDK snippet. Nothing here goes through the logger: tokens are
 //! shown to the developer who started the process, never logged.
 

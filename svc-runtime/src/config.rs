@@ -1,4 +1,4 @@
-//! Reading configuration from environment variables, shared by the svc binaries.
+//! Typed configuration from environment variables, with one error type naming the variable.
 //!
 //! Parsing takes a [`Vars`] map, never the process environment directly, so tests build one
 //! from a literal and never mutate global state. Every failure is a [`ConfigError`] naming the
@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use svc_auth_server::config::vars::{Vars, parse_duration, parse_port};
+//! use svc_runtime::config::{Vars, parse_duration, parse_port};
 //!
 //! let vars = Vars::from_pairs([("SVC_PORT", "abc"), ("TIMEOUT", "50ms")]);
 //! let error = vars.parse_or("SVC_PORT", 8081, parse_port).unwrap_err();
@@ -39,6 +39,9 @@ impl ConfigError {
         }
     }
 }
+
+/// The exit code of a process refused at start for its configuration.
+pub const EXIT_CONFIG: u8 = 2;
 
 /// A snapshot of environment variables.
 #[derive(Clone, Default)]
@@ -146,6 +149,18 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
         return Err(invalid());
     }
     Ok(Duration::from_nanos(nanos as u64))
+}
+
+/// A deadline: a duration with a unit, more than zero and at most a day.
+///
+/// A bare number is refused: `50` could mean milliseconds or seconds, and a deadline off by a
+/// factor of a thousand is worse than a refusal to start.
+pub fn parse_timeout(value: &str) -> Result<Duration, String> {
+    let parsed = parse_duration(value.trim())?;
+    if parsed.is_zero() || parsed > Duration::from_secs(86_400) {
+        return Err(format!("{value:?} must be more than 0 and at most 24h"));
+    }
+    Ok(parsed)
 }
 
 /// A positive integer.

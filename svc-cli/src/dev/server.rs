@@ -15,8 +15,8 @@ use svc_tower::rate_limit::MemoryRateLimitStore;
 
 use super::config::DevConfig;
 use super::identity::{self, DevIdentity, IdentityError};
-use crate::readiness::AuthGrpcChecker;
-use crate::{Gateway, Running, StartError};
+use svc_gateway::readiness::AuthGrpcChecker;
+use svc_gateway::{Gateway, Running, StartError};
 
 /// Why the dev stack did not start.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +102,7 @@ impl DevServer {
             .models
             .first()
             .cloned()
-            .unwrap_or_else(|| crate::config::DEFAULT_MOCK_MODEL.to_owned());
+            .unwrap_or_else(|| svc_gateway::config::DEFAULT_MOCK_MODEL.to_owned());
         let gateway = match start_gateway(config, store.clone()).await {
             Ok(gateway) => gateway,
             Err(error) => {
@@ -134,7 +134,7 @@ impl DevServer {
 
 /// The gateway over the embedded auth plane, with dev mode's readiness (see the module docs).
 async fn start_gateway(config: DevConfig, store: SqliteStore) -> Result<Running, StartError> {
-    let channel = crate::auth::channel(&config.gateway.auth)?;
+    let channel = svc_gateway::auth::channel(&config.gateway.auth)?;
     let readiness = Readiness::new(vec![
         Box::new(AuthGrpcChecker::from_channel(channel)),
         Box::new(SqliteChecker(store)),

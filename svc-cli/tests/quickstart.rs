@@ -1,4 +1,4 @@
-//! The README's quickstart, run as written: `cargo run -p svc-gateway -- dev` from the
+//! The README's quickstart, run as written: `cargo run -p svc-cli -- dev` from the
 //! repository root, then the curl command it prints, then a second start on the same data.
 //!
 //! The first start may compile the binary, so its bound is generous; every wait polls the
@@ -16,7 +16,7 @@ use serde_json::Value;
 use svc_testkit::{TempDir, free_port};
 
 /// What the README's quickstart block must start with; used when the README has none yet.
-const QUICKSTART: &str = "cargo run -p svc-gateway -- dev";
+const QUICKSTART: &str = "cargo run -p svc-cli -- dev";
 /// The first start may build the workspace on a busy machine.
 const FIRST_START: Duration = Duration::from_secs(20 * 60);
 /// A later start only checks the build is fresh.
@@ -308,7 +308,7 @@ fn the_readme_quickstart_serves_a_completion_and_restarts_on_the_same_data() {
 fn production_refuses_dev_in_one_line() {
     let data = TempDir::create();
     let data_dir = data.path().join("never");
-    let output = Command::new(env!("CARGO_BIN_EXE_svc-gateway"))
+    let output = Command::new(env!("CARGO_BIN_EXE_svc"))
         .arg("dev")
         .env("SVC_ENV", "production")
         .env("SVC_DEV_DATA_DIR", &data_dir)
@@ -325,7 +325,7 @@ fn production_refuses_dev_in_one_line() {
 
 #[test]
 fn the_quickstart_block_is_found_under_its_heading() {
-    let readme = "# x\n\n## Quickstart\n\n```sh\ncargo run -p svc-gateway -- dev\n```\n";
+    let readme = "# x\n\n## Quickstart\n\n```sh\ncargo run -p svc-cli -- dev\n```\n";
     assert_eq!(quickstart_command(readme).as_deref(), Some(QUICKSTART));
     assert_eq!(quickstart_command("## Quickstart\n\nprose\n"), None);
     assert_eq!(quickstart_command("# nothing\n"), None);

@@ -1,0 +1,196 @@
+//! `svc token` against a real auth server on a fresh database: create, then validate, list,
+//! revoke, then validate fails; `--json` output parses; bad usage exits 2 with one line.
+
+use std::net::SocketAddr;
+use std::process::Output;
+
+use serde_json::Value;
+use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
+use svc_auth_server::store::postgres::PoolSettings;
+use svc_auth_server::{Config, RunningServer, Server};
+use svc_proto::v1::ValidateTokenRequest;
+use svc_proto::v1::auth_service_client::AuthServiceClient;
+use svc_testkit::TestDb;
+use tonic::Code;
+
+struct Auth {
+    _db: TestDb,
+    server: RunningServer,
+    seed: SeedOutput,
+}
+
+async fn auth_server() -> Auth {
+    let db = TestDb::create().await;
+    svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
+        .await
+        .expect("migrate");
+    let config = Config::local(db.url());
+    let server = Server::start(config.clone()).await.expect("auth starts");
+    let seed = seed::run_with_config(&config, &SeedOptions::default())
+        .await
+        .expect("seed");
+    Auth {
+        _db: db,
+        server,
+        seed,
+    }
+}
+
+/// Runs the `svc` binary with `args` and only the variables given (plus PATH).
+async fn svc(args: &[&str], vars: &[(&str, String)]) -> Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_svc"));
+    command.env_clear().args(args);
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    tokio::task::spawn_blocking(move || command.output().expect("run svc"))
+        .await
+        .unwrap()
+}
+
+fn vars(addr: SocketAddr, admin: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("SVC_AUTH_GRPC_ADDR", format!("http://{addr}")),
+        ("SVC_ADMIN_TOKEN", admin.to_owned()),
+    ]
+}
+
+fn json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "svc failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("--json prints JSON")
+}
+
+async fn validate(addr: SocketAddr, token: &str) -> Result<String, Code> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect");
+    let mut client = AuthServiceClient::new(channel);
+    client
+        .validate_token(ValidateTokenRequest {
+            access_token: token.to_owned(),
+        })
+        .await
+        .map(|response| response.into_inner().org_id)
+        .map_err(|status| status.code())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_validate_list_revoke_then_validation_fails() {
+    let auth = auth_server().await;
+    let addr = auth.server.grpc_addr;
+    let env = vars(addr, &auth.seed.admin_token);
+
+    let created = json(
+        &svc(
+            &[
+                "token",
+                "create",
+                "--permissions",
+                "chat,embeddings",
+                "--name",
+                "ci",
+                "--expires-in",
+                "2h",
+                "--json",
+            ],
+            &env,
+        )
+        .await,
+    );
+    let token = created["token"].as_str().expect("plaintext once");
+    let token_id = created["token_id"].as_str().unwrap().to_owned();
+    assert!(token.starts_with(&format!("svc_pat_{token_id}_")));
+    // Without --org-id the token lands in the admin token's org.
+    assert_eq!(created["org_id"], auth.seed.org_id.to_string());
+    assert_eq!(created["permissions"], 0b1_0001);
+    assert_eq!(created["permission_names"], "chat,embeddings");
+    assert!(created["expires_at"].as_str().is_some());
+    assert_eq!(
+        validate(addr, token).await,
+        Ok(auth.seed.org_id.to_string())
+    );
+
+    let listed = json(&svc(&["token", "list", "--json"], &env).await);
+    let tokens = listed["tokens"].as_array().unwrap();
+    let row = tokens
+        .iter()
+        .find(|t| t["token_id"] == token_id.as_str())
+        .expect("the new token is listed");
+    assert_eq!(row["name"], "ci");
+    assert!(row["revoked_at"].is_null());
+    assert!(
+        !listed.to_string().contains(token),
+        "list never shows a secret"
+    );
+
+    let page = json(&svc(&["token", "list", "--page-size", "1", "--json"], &env).await);
+    assert_eq!(page["tokens"].as_array().unwrap().len(), 1);
+    assert!(page["next_page_token"].as_str().is_some(), "{page}");
+
+    let revoked = json(&svc(&["token", "revoke", &token_id, "--json"], &env).await);
+    assert_eq!(revoked["token_id"], token_id.as_str());
+    assert!(revoked["revoked_at"].as_str().is_some());
+    assert_eq!(validate(addr, token).await, Err(Code::Unauthenticated));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn human_output_shows_the_token_once_and_lists_it() {
+    let auth = auth_server().await;
+    let env = vars(auth.server.grpc_addr, &auth.seed.admin_token);
+    let output = svc(&["token", "create", "--name", "laptop"], &env).await;
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let token = text
+        .lines()
+        .find_map(|line| line.strip_prefix("token:"))
+        .map(str::trim)
+        .expect("a token line");
+    assert!(token.starts_with("svc_pat_"));
+    assert!(text.contains("permissions: chat (1)"), "{text}");
+
+    let output = svc(&["token", "list"], &env).await;
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("TOKEN ID"), "{text}");
+    assert!(text.contains("laptop") && !text.contains(token), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_are_one_line() {
+    let auth = auth_server().await;
+    let addr = auth.server.grpc_addr;
+    let env = vars(addr, &auth.seed.admin_token);
+    let one_line = |output: &Output, code: i32| {
+        assert_eq!(output.status.code(), Some(code), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(output.stdout.is_empty());
+        stderr
+    };
+
+    for bad in [
+        &["token"][..],
+        &["token", "mint"],
+        &["token", "create", "--permissions", "root"],
+        &["token", "revoke", "not-a-uuid"],
+        &["frobnicate"],
+    ] {
+        one_line(&svc(bad, &env).await, 2);
+    }
+    let stderr = one_line(&svc(&["token", "list"], &env[..1]).await, 2);
+    assert!(stderr.contains("SVC_ADMIN_TOKEN"), "{stderr}");
+    let stderr = one_line(&svc(&["token", "list"], &env[1..]).await, 2);
+    assert!(stderr.contains("SVC_AUTH_GRPC_ADDR"), "{stderr}");
+
+    // The server's refusals: the chat token holds no TOKEN_CREATE, and is not an admin.
+    let chat = vars(addr, &auth.seed.chat_token);
+    let stderr = one_line(&svc(&["token", "create"], &chat).await, 1);
+    assert!(stderr.contains("CreateToken: PermissionDenied"), "{stderr}");
+    assert!(!stderr.contains(&auth.seed.chat_token), "{stderr}");
+}
