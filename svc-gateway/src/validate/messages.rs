@@ -166,20 +166,12 @@ fn content_block(block: &Value, at: &Path<'_>, errors: &mut Errors) -> usize {
 
 /// `tools`: objects that name themselves; a custom tool's `input_schema` is an object.
 fn tools(object: &Map<String, Value>, errors: &mut Errors) {
-    let path = Path::Root("tools");
-    let Some(tools) = optional(object, &path, Kind::Array, errors).and_then(Value::as_array) else {
-        return;
-    };
-    for (i, tool) in tools.iter().enumerate() {
-        let at = path.index(i);
-        let Some(tool) = of_kind(tool, &at, Kind::Object, errors).and_then(Value::as_object) else {
-            continue;
-        };
+    schema::each_object(object, "tools", errors, |tool, at, errors| {
         required(tool, &at.key("name"), Kind::String, errors);
         optional(tool, &at.key("type"), Kind::String, errors);
         optional(tool, &at.key("description"), Kind::String, errors);
         optional(tool, &at.key("input_schema"), Kind::Object, errors);
-    }
+    });
 }
 
 /// `tool_choice`: `{"type": "auto" | "any" | "tool" | "none"}`, `tool` with a `name`.

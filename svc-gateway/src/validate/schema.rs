@@ -209,20 +209,31 @@ pub(super) fn message_list<'v>(
     Some(items)
 }
 
-/// `tools`: an array of objects, each with a string `type`; a function tool names itself.
-pub(super) fn tools(object: &Map<String, Value>, errors: &mut Errors) {
-    let path = Path::Root("tools");
-    let Some(tools) = optional(object, &path, Kind::Array, errors).and_then(Value::as_array) else {
+/// An optional array of objects named `name`: each item is checked by `check` at its path.
+pub(super) fn each_object(
+    object: &Map<String, Value>,
+    name: &'static str,
+    errors: &mut Errors,
+    mut check: impl FnMut(&Map<String, Value>, &Path<'_>, &mut Errors),
+) {
+    let path = Path::Root(name);
+    let Some(items) = optional(object, &path, Kind::Array, errors).and_then(Value::as_array) else {
         return;
     };
-    for (i, tool) in tools.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         let at = path.index(i);
-        let Some(tool) = of_kind(tool, &at, Kind::Object, errors).and_then(Value::as_object) else {
-            continue;
-        };
+        if let Some(item) = of_kind(item, &at, Kind::Object, errors).and_then(Value::as_object) {
+            check(item, &at, errors);
+        }
+    }
+}
+
+/// `tools`: an array of objects, each with a string `type`; a function tool names itself.
+pub(super) fn tools(object: &Map<String, Value>, errors: &mut Errors) {
+    each_object(object, "tools", errors, |tool, at, errors| {
         let kind = required(tool, &at.key("type"), Kind::String, errors).and_then(Value::as_str);
         if kind != Some("function") {
-            continue;
+            return;
         }
         // Chat completions nest the function; the Responses API puts its name at the top.
         match tool.get("function") {
@@ -239,7 +250,7 @@ pub(super) fn tools(object: &Map<String, Value>, errors: &mut Errors) {
                 required(tool, &at.key("name"), Kind::String, errors);
             }
         }
-    }
+    });
 }
 
 /// `tool_choice`: `none`, `auto`, `required`, or an object with a string `type`.
