@@ -167,9 +167,22 @@ impl Config {
     }
 
     /// The rules for serving, beyond those every subcommand needs: production refuses
-    /// plaintext gRPC unless `SVC_GRPC_ALLOW_PLAINTEXT=true`. `migrate` and `seed` serve
-    /// nothing, so a migration job in production needs no gRPC settings.
+    /// plaintext gRPC unless `SVC_GRPC_ALLOW_PLAINTEXT=true`, and TLS without a client CA
+    /// (the internal plane is mutual TLS). `migrate` and `seed` serve nothing, so a migration
+    /// job in production needs no gRPC settings.
     pub fn check_serving(&self) -> Result<(), ConfigError> {
+        if self.environment == Environment::Production
+            && self
+                .grpc_tls
+                .as_ref()
+                .is_some_and(|tls| tls.client_ca.is_none())
+        {
+            return Err(ConfigError::new(
+                SVC_GRPC_TLS_CLIENT_CA,
+                "production requires mutual TLS on gRPC: set it to the CA that signs the \
+                 gateways' client certificates",
+            ));
+        }
         if self.environment == Environment::Production
             && self.grpc_tls.is_none()
             && !self.grpc_allow_plaintext
@@ -382,6 +395,21 @@ mod tests {
         ])
         .unwrap();
         assert!(config.grpc_tls.is_some());
+        // TLS without client certificates is not the mutual TLS the internal plane needs.
+        let error = config.check_serving().unwrap_err();
+        assert_eq!(error.variable, SVC_GRPC_TLS_CLIENT_CA);
+        let mutual = parse(&[
+            (SVC_ENV, "production"),
+            (SVC_GRPC_TLS_CERT, "/c.pem"),
+            (SVC_GRPC_TLS_KEY, "/k.pem"),
+            (SVC_GRPC_TLS_CLIENT_CA, "/ca.pem"),
+        ])
+        .unwrap();
+        assert!(mutual.check_serving().is_ok());
+        // Server-only TLS is fine outside production.
+        let staging =
+            parse(&[(SVC_GRPC_TLS_CERT, "/c.pem"), (SVC_GRPC_TLS_KEY, "/k.pem")]).unwrap();
+        assert!(staging.check_serving().is_ok());
         // Text logs are fine outside production.
         parse(&[("SVC_LOG_FORMAT", "text")]).unwrap();
     }

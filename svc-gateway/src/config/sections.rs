@@ -40,6 +40,33 @@ pub(super) fn provider_config(
         }
         None => LlmMode::Mock,
     };
+    // Production sends prompts and the provider key over TLS only, unless told otherwise
+    // (a sidecar on the same host, say).
+    let allow_http = vars.parse_or(
+        SVC_PROVIDER_ALLOW_HTTP,
+        false,
+        svc_runtime::config::parse_bool,
+    )?;
+    if production && !allow_http {
+        let plain = |url: &str| url.to_ascii_lowercase().starts_with("http://");
+        if base_url.as_deref().is_some_and(plain) {
+            return Err(ConfigError::new(
+                SVC_PROVIDER_BASE_URL,
+                "production refuses an http:// provider: use https://, or set SVC_PROVIDER_ALLOW_HTTP=true",
+            ));
+        }
+        if let Some(entry) = file
+            .iter()
+            .flat_map(|f| &f.providers)
+            .find(|p| p.base_url.as_deref().is_some_and(plain))
+        {
+            let reason = format!(
+                "provider {:?}: production refuses an http:// base_url: use https://, or set SVC_PROVIDER_ALLOW_HTTP=true",
+                entry.name
+            );
+            return Err(ConfigError::new(SVC_PROVIDERS_FILE, reason));
+        }
+    }
     if mode == LlmMode::Live && base_url.is_none() {
         return Err(ConfigError::new(
             SVC_PROVIDER_BASE_URL,

@@ -167,6 +167,46 @@ fn production_refuses_unsafe_defaults() {
 }
 
 #[test]
+fn production_refuses_a_plaintext_provider_unless_allowed() {
+    let base = [
+        ("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091"),
+        ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+        ("SVC_ENV", "production"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        Config::from_map(base.iter().chain(extra).copied())
+    };
+    let error = with(&[("SVC_PROVIDER_BASE_URL", "http://llm.internal/v1")]).unwrap_err();
+    assert_eq!(error.variable, "SVC_PROVIDER_BASE_URL");
+    assert!(error.problem.contains("SVC_PROVIDER_ALLOW_HTTP"), "{error}");
+    assert!(
+        with(&[
+            ("SVC_PROVIDER_BASE_URL", "http://llm.internal/v1"),
+            ("SVC_PROVIDER_ALLOW_HTTP", "true")
+        ])
+        .is_ok()
+    );
+    assert!(with(&[("SVC_PROVIDER_BASE_URL", "https://api.openai.com/v1")]).is_ok());
+    // Outside production a loopback provider over plain HTTP is the common case.
+    assert!(
+        Config::from_map([
+            ("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091"),
+            ("SVC_PROVIDER_BASE_URL", "http://127.0.0.1:8000/v1"),
+        ])
+        .is_ok()
+    );
+    assert_eq!(
+        with(&[
+            ("SVC_PROVIDER_BASE_URL", "https://x/v1"),
+            ("SVC_PROVIDER_ALLOW_HTTP", "maybe")
+        ])
+        .unwrap_err()
+        .variable,
+        "SVC_PROVIDER_ALLOW_HTTP"
+    );
+}
+
+#[test]
 fn values_are_parsed() {
     let c = parse(&[
         ("SVC_PORT", "9000"),
