@@ -361,7 +361,10 @@ impl Gateway {
                     // Right inside RequestId, which chose the trace id: the exported span of
                     // the request carries that id, and its status is the final one.
                     .layer(axum::middleware::from_fn_with_state(
-                        crate::request_span::Export(config.otel.endpoint.is_some()),
+                        crate::request_span::Export {
+                            enabled: config.otel.endpoint.is_some(),
+                            trust_inbound_sampling: config.trust_inbound_sampling,
+                        },
                         crate::request_span::record,
                     ))
                     // Renders every ApiError rejection below it as the envelope, in one place,

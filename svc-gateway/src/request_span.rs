@@ -22,17 +22,20 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// Whether spans are exported; `false` makes the middleware a pass-through.
+/// Whether spans are exported (`false` makes the middleware a pass-through), and whether a
+/// client's sampling decision is followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Export(pub bool);
+pub struct Export {
+    /// Spans are exported.
+    pub enabled: bool,
+    /// A client's `traceparent` decides sampling (`SVC_TRUST_INBOUND_SAMPLING`); otherwise
+    /// its trace id is kept and the ratio decides.
+    pub trust_inbound_sampling: bool,
+}
 
 /// Runs the rest of the stack inside the request's span; sits right inside RequestId.
-pub async fn record(
-    State(Export(export)): State<Export>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    if !export {
+pub async fn record(State(export): State<Export>, mut request: Request, next: Next) -> Response {
+    if !export.enabled {
         return next.run(request).await;
     }
     let route = request
@@ -47,7 +50,7 @@ pub async fn record(
         status = Empty,
     );
     if let Some(&trace) = request.extensions().get::<TraceId>() {
-        join_trace(&span, &request, trace);
+        join_trace(&span, &request, trace, export.trust_inbound_sampling);
         if let Some(parent) = downstream_parent(&span, trace) {
             request.extensions_mut().insert(parent);
         }
@@ -57,9 +60,14 @@ pub async fn record(
     response
 }
 
-/// Continues the caller's trace when RequestId took `trace` from its `traceparent`, else makes
-/// the span the root of `trace`.
-fn join_trace(span: &tracing::Span, request: &Request, trace: TraceId) {
+/// Continues the caller's trace when RequestId took `trace` from its `traceparent` and the
+/// caller is trusted to decide sampling; else makes the span the root of `trace` (the same
+/// trace id, sampled by the configured ratio).
+fn join_trace(span: &tracing::Span, request: &Request, trace: TraceId, trust: bool) {
+    if !trust {
+        otel::start_root(span, trace);
+        return;
+    }
     let mut values = request.headers().get_all(&TRACEPARENT).iter();
     if let (Some(value), None) = (values.next(), values.next()) {
         let inbound = TraceId::from_traceparent(value.as_bytes());

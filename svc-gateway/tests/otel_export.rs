@@ -167,12 +167,11 @@ async fn the_gateway_span_carries_x_trace_id_and_the_auth_server_continues_the_t
 async fn ratio_zero_exports_no_trace_started_here_but_follows_a_sampled_caller() {
     let collector = Collector::start().await;
     // The auth server would keep every trace it starts: whatever it drops, it drops because
-    // the gateway's traceparent said the gateway had dropped it.
-    let stack = Binaries::start(
-        &otel(&collector, "svc-auth-server", "1"),
-        &otel(&collector, "svc-gateway", "0"),
-    )
-    .await;
+    // the gateway's traceparent said the gateway had dropped it. The gateway is told to trust
+    // its callers' sampling (by default it does not: see the next test).
+    let mut gateway_otel = otel(&collector, "svc-gateway", "0");
+    gateway_otel.push(("SVC_TRUST_INBOUND_SAMPLING", "true".to_owned()));
+    let stack = Binaries::start(&otel(&collector, "svc-auth-server", "1"), &gateway_otel).await;
 
     let unsampled = trace_id(&stack.chat(None).await);
     // A caller that sampled its trace: parent-based sampling keeps it whatever the ratio.
@@ -204,6 +203,45 @@ async fn ratio_zero_exports_no_trace_started_here_but_follows_a_sampled_caller()
         .expect("the request span");
     assert_eq!(request.parent_span_id, "b7ad6b7169203331");
     assert_children_of_request(&collector.in_trace("svc-auth-server", &sampled), request);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_caller_cannot_force_export_but_keeps_its_trace_id() {
+    let collector = Collector::start().await;
+    let stack = Binaries::start(
+        &otel(&collector, "svc-auth-server", "1"),
+        &otel(&collector, "svc-gateway", "0"),
+    )
+    .await;
+    // An internet client asking for its trace to be sampled everywhere.
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let forced = trace_id(&stack.chat(Some(caller)).await);
+    assert_eq!(
+        forced, "4bf92f3577b34da6a3ce929d0e0e4736",
+        "the client's trace id is kept"
+    );
+    // A later request with export on both sides proves the pipeline flushes: once its spans
+    // are in, the earlier request's would be too, had anything exported them.
+    let sampled_stack = Binaries::start(
+        &otel(&collector, "svc-auth-server", "1"),
+        &otel(&collector, "svc-gateway", "1"),
+    )
+    .await;
+    let marker = trace_id(&sampled_stack.chat(None).await);
+    let flushed = svc_testkit::eventually(WITHIN, || async {
+        !collector.in_trace("svc-gateway", &marker).is_empty()
+    })
+    .await;
+    assert!(
+        flushed,
+        "the marker trace arrived: {:#?}",
+        collector.spans()
+    );
+    assert!(
+        collector.spans().iter().all(|s| s.trace_id != forced),
+        "ratio 0 and an untrusted caller: nothing of its trace is exported: {:#?}",
+        collector.spans()
+    );
 }
 
 /// How many of `spans` are auth calls (the auth server's spans carrying a `method`).

@@ -86,6 +86,10 @@ pub struct Config {
     pub log: LogSettings,
     /// Tracing export.
     pub otel: OtelSettings,
+    /// `SVC_TRUST_INBOUND_SAMPLING`: follow the sampled flag of a client's `traceparent`.
+    /// Off by default: the gateway is the edge, and an internet client must not be able to
+    /// force trace export through every service behind it.
+    pub trust_inbound_sampling: bool,
     /// `SENTRY_DSN`; parsed and kept, reporting is not wired in yet.
     pub sentry_dsn: Option<Secret>,
 }
@@ -168,6 +172,11 @@ impl Config {
             return Err(ConfigError::new(SVC_LOG_FORMAT, "production requires json"));
         }
         let otel = OtelSettings::from_vars(vars, DEFAULT_SERVICE_NAME, env)?;
+        let trust_inbound_sampling = vars.parse_or(
+            SVC_TRUST_INBOUND_SAMPLING,
+            false,
+            svc_runtime::config::parse_bool,
+        )?;
         let sentry_dsn = vars.parse_or(SENTRY_DSN, None, |v| {
             http_url(v)
                 .map(|_| Some(Secret::new(v)))
@@ -194,6 +203,7 @@ impl Config {
             env,
             log,
             otel,
+            trust_inbound_sampling,
             sentry_dsn,
         })
     }

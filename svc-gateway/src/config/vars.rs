@@ -25,6 +25,8 @@ pub const SVC_PROVIDER_BASE_URL: &str = "SVC_PROVIDER_BASE_URL";
 pub const SVC_PROVIDER_API_KEY: &str = "SVC_PROVIDER_API_KEY";
 /// Deadline of one provider call (duration).
 pub const SVC_PROVIDER_TIMEOUT: &str = "SVC_PROVIDER_TIMEOUT";
+/// Follow the sampled flag of a client's `traceparent` (default false: the edge decides).
+pub const SVC_TRUST_INBOUND_SAMPLING: &str = "SVC_TRUST_INBOUND_SAMPLING";
 /// Production accepts an `http://` provider base URL only when true.
 pub const SVC_PROVIDER_ALLOW_HTTP: &str = "SVC_PROVIDER_ALLOW_HTTP";
 /// A TOML provider registry; replaces the single-provider variables.
