@@ -66,6 +66,7 @@ fn context() -> OrgContext {
         token_id: Uuid::from_u128(0x0190f5a4_8e2c_7b7e_a1a4_3c1d2e3f4a5b),
         user_id: None,
         agent_id: None,
+        limits: Default::default(),
     }
 }
 

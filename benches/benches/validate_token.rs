@@ -85,6 +85,7 @@ async fn fresh_tokens(bench: &Bench, n: usize) -> Vec<String> {
                         secret_hash,
                         expires_at: None,
                         issuer_token_id: None,
+                        limits: Default::default(),
                     },
                 )
                 .await
@@ -99,6 +100,7 @@ async fn validate(client: &mut AuthServiceClient<Channel>, token: &str) {
     client
         .validate_token(ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: None,
         })
         .await
         .expect("a valid token");

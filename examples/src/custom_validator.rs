@@ -68,6 +68,7 @@ impl KeyTable {
             token_id,
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         };
         let entry = Entry {
             context,

@@ -68,6 +68,7 @@ impl Demo {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         };
         MemoryTokens::new([
             (

@@ -173,6 +173,7 @@ pub async fn run(
     let org_id = plain
         .validate_token(ValidateTokenRequest {
             access_token: admin_token.to_owned(),
+            agent_id: None,
         })
         .await
         .map_err(failed("ValidateToken (admin token)"))?
@@ -187,6 +188,8 @@ pub async fn run(
             permissions: permission(PermissionBit::ChatCompletions),
             expires_at: Some(Timestamp::from(SystemTime::now() + TOKEN_LIFETIME)),
             name: Some(TOKEN_NAME.to_owned()),
+            rpm_limit: None,
+            tpm_limit: None,
         })
         .await
         .map_err(failed("CreateToken"))?
@@ -201,6 +204,7 @@ pub async fn run(
     let validated_org_id = plain
         .validate_token(ValidateTokenRequest {
             access_token: created.token.clone(),
+            agent_id: None,
         })
         .await
         .map_err(failed("ValidateToken (new token)"))?
@@ -222,6 +226,7 @@ pub async fn run(
     let after_revoke = match plain
         .validate_token(ValidateTokenRequest {
             access_token: created.token.clone(),
+            agent_id: None,
         })
         .await
     {

@@ -119,6 +119,7 @@ async fn the_walkthrough_creates_lists_revokes_and_then_validation_refuses() {
     let admin_org = plain
         .validate_token(ValidateTokenRequest {
             access_token: auth.seed.admin_token.clone(),
+            agent_id: None,
         })
         .await
         .unwrap()

@@ -17,6 +17,7 @@
 pub mod cli;
 pub mod config;
 pub mod grpc;
+mod incoming;
 pub mod metrics;
 pub mod migrate;
 pub mod ops;

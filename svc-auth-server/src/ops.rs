@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::future::BoxFuture;
 use prometheus_client::registry::Registry;
-use svc_tower::health::{Checker, Readiness, ReadinessReport};
+use svc_runtime::health::{Checker, Readiness, ReadinessReport};
 use tokio::net::TcpStream;
 
 use crate::store::{Store, StoreError};

@@ -121,6 +121,22 @@ impl Pat {
     }
 }
 
+/// What the `pat` fuzz target and its property twin check: whatever parses is also a token the
+/// gateway's shape check lets through (else valid tokens would be refused before they reach
+/// this server), and its parts are the input's. Not an API.
+#[doc(hidden)]
+pub fn fuzz_parse(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(pat) = Pat::parse(text) {
+        assert!(svc_tower::auth::is_pat_shaped(text), "{pat:?}");
+        assert!(text.ends_with(pat.secret()));
+        let id = &text[PREFIX.len()..PREFIX.len() + UUID_LEN];
+        assert!(id.eq_ignore_ascii_case(&pat.token_id().hyphenated().to_string()));
+    }
+}
+
 impl fmt::Debug for Pat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pat")

@@ -264,6 +264,7 @@ pub async fn mint<S: Store>(
                 secret_hash,
                 expires_at: None,
                 issuer_token_id: None,
+                limits: Default::default(),
             },
         )
         .await?;

@@ -19,14 +19,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use prometheus_client::registry::Registry;
 use svc_proto::v1::auth_service_server::{AuthServiceServer, SERVICE_NAME};
-use svc_tower::health::Readiness;
+use svc_runtime::health::Readiness;
+use svc_runtime::http_server::{self, Serving};
+use svc_runtime::shutdown::Drain;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
@@ -38,8 +38,11 @@ use crate::ops::{self, StoreChecker, TcpChecker};
 use crate::store::{PgStore, Store, StoreError};
 use crate::verify::{DEFAULT_SUCCESS_CAPACITY, HashError, Hasher, Verifier};
 
-/// How long a graceful shutdown waits for in-flight calls before dropping them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often gRPC pings a connection's peer: a gateway that vanished without a reset is
+/// noticed within this plus [`GRPC_KEEPALIVE_TIMEOUT`].
+pub const GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a gRPC keepalive ping may go unanswered.
+pub const GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the server did not start.
 #[derive(Debug, thiserror::Error)]
@@ -76,9 +79,6 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("gRPC server failed")]
     Grpc(#[source] tonic::transport::Error),
-    /// The HTTP server failed.
-    #[error("HTTP server failed")]
-    Http(#[source] std::io::Error),
     /// A server task panicked or was cancelled.
     #[error("server task ended abnormally")]
     Task(#[source] tokio::task::JoinError),
@@ -116,7 +116,9 @@ impl Server {
         metrics.register(&mut registry, hasher.runs_counter());
 
         // TLS files are read before anything binds, so a bad path fails without side effects.
-        let mut builder = tonic::transport::Server::builder();
+        let mut builder = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(GRPC_KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(GRPC_KEEPALIVE_TIMEOUT));
         if let Some(files) = &config.grpc_tls {
             builder = builder
                 .tls_config(crate::tls::server_config(files)?)
@@ -160,7 +162,7 @@ impl Server {
                 Ok(request)
             },
         );
-        let incoming = TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
+        let incoming = crate::incoming::capped(grpc_listener, config.http.max_connections);
         let grpc = tokio::spawn(
             builder
                 .add_service(auth)
@@ -175,22 +177,21 @@ impl Server {
             Box::new(TcpChecker::new("grpc", grpc_addr)),
         ]);
         let app = ops::router(readiness, Arc::new(registry));
-        let http_listener = http_listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let http = tokio::spawn(
-            axum::serve(http_listener, app)
-                .with_graceful_shutdown(stopped(&shutdown))
-                .into_future(),
-        );
+        let http = http_server::serve(http_listener, config.http, app, Drain::new()).map_err(
+            |source| StartError::Bind {
+                addr: http_addr,
+                source,
+            },
+        )?;
 
         metrics.process_up.set(1);
         Ok(RunningServer {
             grpc_addr,
             http_addr,
             shutdown,
+            grace: config.http.shutdown_grace,
             grpc,
-            http,
+            http: Some(http),
             hasher,
             metrics,
             health,
@@ -219,8 +220,9 @@ pub struct RunningServer {
     /// Where the HTTP ops routes listen.
     pub http_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
+    grace: Duration,
     grpc: JoinHandle<Result<(), tonic::transport::Error>>,
-    http: JoinHandle<std::io::Result<()>>,
+    http: Option<Serving>,
     hasher: Hasher,
     metrics: AuthMetrics,
     health: HealthReporter,
@@ -232,7 +234,7 @@ impl RunningServer {
         self.hasher.runs()
     }
 
-    /// Serves until `signal` completes or a server fails, then shuts down gracefully.
+    /// Serves until `signal` completes or the gRPC server fails, then shuts down gracefully.
     pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
         tokio::select! {
             () = signal => self.shutdown().await,
@@ -240,39 +242,43 @@ impl RunningServer {
                 self.stop_now();
                 flatten(joined, ServeError::Grpc)
             }
-            joined = &mut self.http => {
-                self.stop_now();
-                flatten(joined, ServeError::Http)
-            }
         }
     }
 
-    /// Stops accepting, lets in-flight calls finish (up to [`SHUTDOWN_GRACE`]), and returns.
+    /// Stops accepting, lets in-flight calls finish (up to `SVC_SHUTDOWN_GRACE`), and returns.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         self.metrics.process_up.set(0);
-        // Health watchers (load balancers) see NOT_SERVING before connections start closing.
+        // Health watchers (load balancers, the gateways' balanced channels) see NOT_SERVING
+        // before connections start closing.
         self.health
             .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
             .await;
         let _ = self.shutdown.send(true);
-        let grace = tokio::time::sleep(SHUTDOWN_GRACE);
-        tokio::pin!(grace);
-        let grpc = tokio::select! {
-            joined = &mut self.grpc => flatten(joined, ServeError::Grpc),
-            () = &mut grace => { self.grpc.abort(); Ok(()) }
+        let http = self.http.take();
+        // The ops listener drains under its own bound of the same grace period.
+        let http = async move {
+            if let Some(http) = http {
+                http.shutdown().await;
+            }
         };
-        let http = tokio::select! {
-            joined = &mut self.http => flatten(joined, ServeError::Http),
-            () = &mut grace => { self.http.abort(); Ok(()) }
+        let grace = tokio::time::sleep(self.grace);
+        let grpc = async {
+            tokio::select! {
+                joined = &mut self.grpc => flatten(joined, ServeError::Grpc),
+                () = grace => { self.grpc.abort(); Ok(()) }
+            }
         };
-        grpc.and(http)
+        let (grpc, ()) = tokio::join!(grpc, http);
+        grpc
     }
 
-    fn stop_now(&self) {
+    fn stop_now(&mut self) {
         self.metrics.process_up.set(0);
         let _ = self.shutdown.send(true);
         self.grpc.abort();
-        self.http.abort();
+        if let Some(http) = &self.http {
+            http.drain().start();
+        }
     }
 }
 

@@ -245,6 +245,7 @@ async fn insert_tokens(h: &Harness, n: usize) {
                     secret_hash: "$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHQ$aGFzaA".into(),
                     expires_at: None,
                     issuer_token_id: None,
+                    limits: Default::default(),
                 },
             )
             .await

@@ -35,6 +35,7 @@ async fn cut_short_mid_hash(h: &Harness, token: &str) {
     for _ in 0..5 {
         let mut request = Request::new(v1::ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: None,
         });
         request.set_timeout(DEADLINE);
         let status = h
@@ -79,6 +80,7 @@ async fn a_success_cut_short_by_the_deadline_is_still_remembered() {
     // And the call after is warm: no hashing at all, well within the deadline.
     let mut request = Request::new(v1::ValidateTokenRequest {
         access_token: token.clone(),
+        agent_id: None,
     });
     request.set_timeout(Duration::from_secs(2));
     h.client.validate_token(request).await.unwrap();

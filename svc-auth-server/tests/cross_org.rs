@@ -157,3 +157,44 @@ async fn seeding_an_existing_org_adds_to_it() {
         .into_inner();
     assert_eq!(listed.tokens.len(), 4);
 }
+
+/// ValidateToken with an agent id answers what ValidateAgent would, in the token's org only.
+#[tokio::test]
+async fn validate_token_looks_the_agent_up_in_the_token_org_only() {
+    let mut h = start().await;
+    let a = h.seed.clone();
+    let b = seed_org(&h.config, None).await;
+    let mut ask = async |agent: String| {
+        h.client
+            .validate_token(v1::ValidateTokenRequest {
+                access_token: a.chat_token.clone(),
+                agent_id: Some(agent),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .agent
+    };
+    let active = agent_id(&a, "active");
+    let verdict = ask(active.to_string()).await.expect("a verdict");
+    assert_eq!(verdict.agent_id, active.to_string());
+    assert!(verdict.found);
+    assert_eq!(verdict.status, "active");
+
+    let suspended = ask(agent_id(&a, "suspended").to_string()).await.unwrap();
+    assert!(suspended.found);
+    assert_eq!(suspended.status, "suspended");
+
+    // Another org's active agent does not exist for this token.
+    let foreign = ask(agent_id(&b, "active").to_string()).await.unwrap();
+    assert!(!foreign.found, "{foreign:?}");
+    assert_eq!(foreign.status, "");
+    let unknown = ask(Uuid::now_v7().to_string()).await.unwrap();
+    assert!(!unknown.found);
+
+    // A malformed id gets no verdict: the caller asks ValidateAgent, which says why.
+    assert_eq!(ask("not-a-uuid".to_owned()).await, None);
+    // Without an agent id the answer carries none.
+    let plain = validate(&mut h.client, &a.chat_token).await.unwrap();
+    assert_eq!(plain.agent, None);
+}

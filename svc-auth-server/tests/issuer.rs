@@ -1,6 +1,6 @@
 //! A token cannot outlive or out-scope the token that issued it, through the real gRPC server:
 //! CreateToken clamps the expiry to the issuer's, binds the issuer's agent, and records the
-//! issuer, which ListTokens shows.
+//! issuer, which ListTokens shows; a child's rate limits are clamped to its issuer's.
 
 mod common;
 
@@ -127,4 +127,71 @@ async fn list_tokens_shows_each_tokens_issuer() {
     assert_eq!(issuer_of(&admin_id), Some(seeded_admin_id.clone()));
     // Seeded tokens were not issued through the API.
     assert_eq!(issuer_of(&seeded_admin_id), None);
+}
+
+#[tokio::test]
+async fn limits_are_stored_validated_listed_and_clamped_to_the_issuers() {
+    let mut h = start().await;
+    // The seeded admin has no limits: what is asked is what is stored.
+    let admin = issuer(&mut h, |r| {
+        r.rpm_limit = Some(60);
+        r.tpm_limit = Some(10_000);
+    })
+    .await;
+    let valid = validate(&mut h.client, &admin).await.unwrap();
+    assert_eq!((valid.rpm_limit, valid.tpm_limit), (Some(60), Some(10_000)));
+
+    // Absent: inherited. More than the issuer's: clamped. Less: kept.
+    for (asked, got) in [
+        ((None, None), (Some(60), Some(10_000))),
+        ((Some(600), Some(1_000_000)), (Some(60), Some(10_000))),
+        ((Some(6), None), (Some(6), Some(10_000))),
+        ((Some(5), Some(500)), (Some(5), Some(500))),
+    ] {
+        let mut request = create_request(h.seed.org_id, CHAT);
+        (request.rpm_limit, request.tpm_limit) = asked;
+        let created = create_token(&mut h.client, &admin, request).await.unwrap();
+        assert_eq!((created.rpm_limit, created.tpm_limit), got, "{asked:?}");
+        let valid = validate(&mut h.client, &created.token).await.unwrap();
+        assert_eq!((valid.rpm_limit, valid.tpm_limit), got, "{asked:?}");
+    }
+
+    let listed = h
+        .client
+        .list_tokens(bearer(
+            v1::ListTokensRequest {
+                page_size: 100,
+                page_token: String::new(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let limits: Vec<_> = listed
+        .tokens
+        .iter()
+        .map(|t| (t.rpm_limit, t.tpm_limit))
+        .collect();
+    assert!(limits.contains(&(Some(5), Some(500))), "{limits:?}");
+
+    // A limit of zero could never be used.
+    for zero in [(Some(0), None), (None, Some(0))] {
+        let mut request = create_request(h.seed.org_id, CHAT);
+        (request.rpm_limit, request.tpm_limit) = zero;
+        let status = create_token(&mut h.client, &admin, request)
+            .await
+            .expect_err("zero refused");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    }
+    // A token without limits validates without them.
+    let plain = create_token(
+        &mut h.client,
+        &h.seed.admin_token,
+        create_request(h.seed.org_id, CHAT),
+    )
+    .await
+    .unwrap();
+    let valid = validate(&mut h.client, &plain.token).await.unwrap();
+    assert_eq!((valid.rpm_limit, valid.tpm_limit), (None, None));
 }

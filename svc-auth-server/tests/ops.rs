@@ -183,3 +183,34 @@ async fn shutdown_reports_not_serving_to_health_watchers_first() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn grpc_connections_past_the_cap_wait_while_the_others_are_served() {
+    // Two: the harness's own client holds one connection, `first` the other.
+    let h = start_with(|config| config.http.max_connections = 2).await;
+    let check = |channel: tonic::transport::Channel| async move {
+        HealthClient::new(channel)
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .map(|_| ())
+    };
+    let first = channel(h.server.grpc_addr).await;
+    check(first.clone())
+        .await
+        .expect("the first connection is served");
+
+    // A second connection is taken by the kernel's backlog, but nothing answers on it.
+    let second = tonic::transport::Endpoint::from_shared(format!("http://{}", h.server.grpc_addr))
+        .unwrap()
+        .connect_lazy();
+    let waiting = tokio::time::timeout(Duration::from_millis(500), check(second.clone())).await;
+    assert!(waiting.is_err(), "a connection past the cap was served");
+    check(first.clone()).await.expect("the first keeps working");
+
+    // Once the first leaves, the second is served.
+    drop(first);
+    let served = tokio::time::timeout(Duration::from_secs(10), check(second)).await;
+    assert!(matches!(served, Ok(Ok(()))), "{served:?}");
+}

@@ -33,6 +33,7 @@ async fn call(endpoint: Endpoint, token: &str) -> Result<(), String> {
     AuthServiceClient::new(channel)
         .validate_token(ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: None,
         })
         .await
         .map(drop)

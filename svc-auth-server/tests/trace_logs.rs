@@ -97,6 +97,7 @@ async fn validate_calls_log_the_callers_trace_id_and_never_the_token() {
     let agent_trace = TraceId::random();
     let request = |token: &str| v1::ValidateTokenRequest {
         access_token: token.to_owned(),
+        agent_id: None,
     };
 
     let parent = TraceParent::child_of(valid_trace).to_string();

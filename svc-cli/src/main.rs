@@ -3,9 +3,11 @@
 const USAGE: &str = "\
 usage: svc dev
        svc token create | list | revoke [OPTIONS] [--json]
+       svc usage [--by token|agent|model|day] [--since DURATION|RFC3339] [OPTIONS] [--json]
 
   dev    the auth server (embedded store) and the gateway in one process, for development
   token  create, list and revoke tokens on an auth server (svc token --help)
+  usage  the org's usage totals from the ledger (svc usage --help)
 
 Configuration comes from the environment (SVC_PORT, SVC_DEV_DATA_DIR, ...).";
 
@@ -18,6 +20,7 @@ async fn main() {
     let code = match args.first().map(String::as_str) {
         Some("dev") => svc_cli::dev::main(&args[1..]).await,
         Some("token") => svc_cli::token::main(&args[1..]).await,
+        Some("usage") => svc_cli::usage::main(&args[1..]).await,
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             0

@@ -156,3 +156,95 @@ async fn a_taken_port_fails_to_start_and_names_the_problem() {
     let error = DevServer::start(config).await.expect_err("port taken");
     assert!(error.to_string().contains("listen"), "{error}");
 }
+
+/// Runs the `svc` binary with `args` against the dev server's auth plane as its admin.
+async fn svc_as_admin(server: &DevServer, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_svc"));
+    command
+        .env_clear()
+        .args(args)
+        .env("SVC_AUTH_GRPC_ADDR", format!("http://{}", server.grpc_addr))
+        .env("SVC_ADMIN_TOKEN", &server.identity.admin_token);
+    tokio::task::spawn_blocking(move || command.output().expect("run svc"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ledger_lives_in_the_embedded_store_and_svc_usage_prints_it() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[]).await;
+    let client = client();
+    let mut reported = (0, 0);
+    for _ in 0..3 {
+        let reply = send(&client, chat(&server, None)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        reported.0 += reply.body["usage"]["prompt_tokens"].as_i64().unwrap();
+        reported.1 += reply.body["usage"]["completion_tokens"].as_i64().unwrap();
+    }
+    // A replay is not a call: it is not in the ledger.
+    let key = uuid::Uuid::new_v4().to_string();
+    for _ in 0..2 {
+        let reply = send(&client, chat(&server, Some(&key))).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        if reply.headers.get("idempotent-replayed").is_none() {
+            reported.0 += reply.body["usage"]["prompt_tokens"].as_i64().unwrap();
+            reported.1 += reply.body["usage"]["completion_tokens"].as_i64().unwrap();
+        }
+    }
+
+    // The writer batches off the request path: poll, bounded.
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let output = svc_as_admin(&server, &["usage", "--by", "model", "--json"]).await;
+        assert!(output.status.success(), "{output:?}");
+        last = serde_json::from_slice(&output.stdout).unwrap();
+        if last["total"]["requests"] == 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["group_by"], "model");
+    assert_eq!(last["groups"][0]["key"], server.model.as_str());
+    assert_eq!(last["total"]["requests"], 4, "{last}");
+    assert_eq!(last["total"]["prompt_tokens"], reported.0);
+    assert_eq!(last["total"]["completion_tokens"], reported.1);
+
+    let output = svc_as_admin(&server, &["usage", "--by", "day", "--since", "1h"]).await;
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.starts_with("DAY"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("total")), "{text}");
+
+    // Another org's usage is refused, one line, exit 1.
+    let other = uuid::Uuid::new_v4().to_string();
+    let output = svc_as_admin(&server, &["usage", "--org-id", &other]).await;
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("GetUsage: PermissionDenied"), "{stderr}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn tokens_per_minute_are_counted_in_process() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[("SVC_RATE_LIMIT_TPM", "1000")]).await;
+    // "hi" is 5 prompt tokens by the estimate; 995 more reserve the whole minute.
+    let body = json!({
+        "model": server.model, "max_tokens": 995,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    let mut request = chat(&server, None);
+    *request.body_mut() = Full::new(Bytes::from(body.to_string()));
+    let reply = send(&client(), request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let header = |name: &str| {
+        reply
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    assert_eq!(header("x-ratelimit-limit-tokens").as_deref(), Some("1000"));
+    assert_eq!(header("x-ratelimit-remaining-tokens").as_deref(), Some("0"));
+    server.shutdown().await;
+}

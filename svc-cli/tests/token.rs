@@ -74,6 +74,7 @@ async fn validate(addr: SocketAddr, token: &str) -> Result<String, Code> {
     client
         .validate_token(ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: None,
         })
         .await
         .map(|response| response.into_inner().org_id)
@@ -97,6 +98,10 @@ async fn create_validate_list_revoke_then_validation_fails() {
                 "ci",
                 "--expires-in",
                 "2h",
+                "--rpm",
+                "30",
+                "--tpm",
+                "40000",
                 "--json",
             ],
             &env,
@@ -112,6 +117,10 @@ async fn create_validate_list_revoke_then_validation_fails() {
     assert_eq!(created["permission_names"], "chat,embeddings");
     assert!(created["expires_at"].as_str().is_some());
     assert_eq!(
+        (created["rpm_limit"].as_u64(), created["tpm_limit"].as_u64()),
+        (Some(30), Some(40_000))
+    );
+    assert_eq!(
         validate(addr, token).await,
         Ok(auth.seed.org_id.to_string())
     );
@@ -123,6 +132,7 @@ async fn create_validate_list_revoke_then_validation_fails() {
         .find(|t| t["token_id"] == token_id.as_str())
         .expect("the new token is listed");
     assert_eq!(row["name"], "ci");
+    assert_eq!(row["rpm_limit"], 30);
     assert!(row["revoked_at"].is_null());
     assert!(
         !listed.to_string().contains(token),
@@ -153,6 +163,7 @@ async fn human_output_shows_the_token_once_and_lists_it() {
         .expect("a token line");
     assert!(token.starts_with("svc_pat_"));
     assert!(text.contains("permissions: chat (1)"), "{text}");
+    assert!(text.contains("limits:      org limits only"), "{text}");
 
     let output = svc(&["token", "list"], &env).await;
     let text = String::from_utf8(output.stdout).unwrap();
@@ -179,6 +190,7 @@ async fn refusals_are_one_line() {
         &["token", "mint"],
         &["token", "create", "--permissions", "root"],
         &["token", "revoke", "not-a-uuid"],
+        &["token", "create", "--rpm", "0"],
         &["frobnicate"],
     ] {
         one_line(&svc(bad, &env).await, 2);

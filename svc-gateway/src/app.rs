@@ -1,29 +1,30 @@
 //! The gateway assembled: dependencies built from the configuration, then the route table and
 //! the layer stack around it.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ConnectInfo;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
+use svc_runtime::health::Readiness;
+use svc_runtime::shutdown::Drain;
+use svc_tower::GrpcAuthClient;
 use svc_tower::agent::AgentCheckLayer;
-use svc_tower::auth::{AuthFailureLimit, GrpcAuthClient, PatAuthLayer, RequirePermissionLayer};
+use svc_tower::auth::{AuthFailureLimit, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::error::ErrorCode;
-use svc_tower::health::Readiness;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
 };
 use svc_tower::metrics::ProxyMetrics;
 use svc_tower::rate_limit::{
-    NoopRateLimitStore, OrgRateLimitLayer, RateLimitStore, RedisRateLimitStore,
+    NoopRateLimitStore, NoopTokenBudgetStore, OrgRateLimitLayer, RateLimitStore,
+    RedisRateLimitStore, RedisTokenBudgetStore, TokenBudgetStore,
 };
 use svc_tower::request_id::RequestIdLayer;
 use svc_tower::store::{RedisPool, StoreError};
@@ -33,12 +34,14 @@ use tower::util::BoxCloneSyncService;
 use crate::config::Config;
 use crate::forward::Forward;
 use crate::http_metrics::HttpMetrics;
+use crate::ledger::{Ledger, LedgerMetrics, LedgerSink, PgLedger};
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::request::Endpoint;
 use crate::routes::{self, forward::ForwardState, models::ModelsState};
 use crate::server::{self, Running};
-use crate::session::{self, SessionStore};
+use crate::session::{self, CheckpointWriter, SessionStore, WriterTask};
+use crate::token_limit::TokenLimiter;
 use crate::usage::TokenMetrics;
 
 /// How much longer than the provider timeout an idempotency claim lives.
@@ -74,15 +77,22 @@ pub struct Gateway {
     auth: GrpcAuthClient,
     registry: Registry,
     redis: Option<RedisPool>,
-    sessions: Option<SessionStore>,
+    /// Session checkpoints (with `POSTGRES_DSN`), and the task that writes them.
+    checkpoints: Option<(CheckpointWriter, WriterTask)>,
+    ledger: Option<Ledger>,
+    ledger_metrics: LedgerMetrics,
     metrics: ProxyMetrics,
     tokens: TokenMetrics,
     http_metrics: HttpMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
     rate_limit: Option<Arc<dyn RateLimitStore>>,
+    token_budget: Option<Arc<dyn TokenBudgetStore>>,
     /// When the gateway was built (Unix seconds).
     started: i64,
+    /// The shutdown this gateway follows: `/ready` fails once it starts, streams end at its
+    /// deadline.
+    drain: Drain,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -91,7 +101,7 @@ impl std::fmt::Debug for Gateway {
             .field("listen", &self.config.listen)
             .field("registry", &self.registry)
             .field("redis", &self.redis.is_some())
-            .field("sessions", &self.sessions.is_some())
+            .field("sessions", &self.checkpoints.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +131,21 @@ impl Gateway {
         metrics.register(&mut prometheus);
         let tokens = TokenMetrics::default();
         tokens.register(&mut prometheus);
-        let http_metrics = HttpMetrics::new(metrics.clone());
+        let ledger_metrics = LedgerMetrics::default();
+        ledger_metrics.register(&mut prometheus);
+        // With PostgreSQL the ledger shares the sessions' pool: the same role, which may
+        // insert ledger rows and read none.
+        let ledger = sessions.as_ref().map(|sessions| {
+            let sink: Arc<dyn LedgerSink> = Arc::new(PgLedger::new(sessions.pool().clone()));
+            Ledger::start(
+                sink,
+                config.ledger_buffer,
+                config.ledger_batch,
+                ledger_metrics.clone(),
+            )
+        });
+        let checkpoints = sessions.map(CheckpointWriter::start);
+        let http_metrics = HttpMetrics::new();
         http_metrics.register(&mut prometheus);
         registry.metrics().register(&mut prometheus);
         let process_up = Gauge::<i64, AtomicI64>::default();
@@ -137,14 +161,18 @@ impl Gateway {
             auth,
             registry,
             redis,
-            sessions,
+            checkpoints,
+            ledger,
+            ledger_metrics,
             metrics,
             tokens,
             http_metrics,
             prometheus: Arc::new(prometheus),
             readiness,
             rate_limit: None,
+            token_budget: None,
             started: chrono::Utc::now().timestamp(),
+            drain: Drain::new(),
         })
     }
 
@@ -159,6 +187,47 @@ impl Gateway {
     pub fn with_rate_limit_store(mut self, store: Arc<dyn RateLimitStore>) -> Gateway {
         self.rate_limit = Some(store);
         self
+    }
+
+    /// Writes the usage ledger to `sink` (the embedded dev mode keeps it in its own store)
+    /// instead of PostgreSQL.
+    pub fn with_ledger_sink(mut self, sink: Arc<dyn LedgerSink>) -> Gateway {
+        self.ledger = Some(Ledger::start(
+            sink,
+            self.config.ledger_buffer,
+            self.config.ledger_batch,
+            self.ledger_metrics.clone(),
+        ));
+        self
+    }
+
+    /// The ledger's metrics (records written, dropped, pending).
+    pub fn ledger_metrics(&self) -> &LedgerMetrics {
+        &self.ledger_metrics
+    }
+
+    /// Replaces the tokens-per-minute store (the embedded dev mode counts in process).
+    pub fn with_token_budget_store(mut self, store: Arc<dyn TokenBudgetStore>) -> Gateway {
+        self.token_budget = Some(store);
+        self
+    }
+
+    /// Tokens per minute: shared in Redis, or nothing counted without `REDIS_URL`.
+    fn token_limiter(&self) -> TokenLimiter {
+        let store: Arc<dyn TokenBudgetStore> = match (&self.token_budget, &self.redis) {
+            (Some(store), _) => store.clone(),
+            (None, Some(pool)) => Arc::new(RedisTokenBudgetStore::new(
+                pool.clone(),
+                self.config.redis_key_prefix.clone(),
+            )),
+            (None, None) => Arc::new(NoopTokenBudgetStore),
+        };
+        TokenLimiter::new(
+            store,
+            self.config.rate_limit_tpm,
+            self.config.default_completion_tokens,
+            self.config.rate_limit_tpm_timeout,
+        )
     }
 
     /// Replaces the `/ready` checkers (the embedded dev mode has no Redis to check).
@@ -204,7 +273,8 @@ impl Gateway {
 
     /// The service under the handler: Idempotency, then the provider.
     fn forward_service(&self) -> routes::ForwardService {
-        let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone());
+        let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone())
+            .drain(self.drain.clone());
         let idempotency = IdempotencyLayer::new(self.idempotency_store())
             // A claim must outlive the slowest chain of provider calls, or a retry would run
             // it twice.
@@ -229,8 +299,9 @@ impl Gateway {
     /// public) and each would cost the auth service a database read.
     fn auth_failure_limit(&self) -> Option<AuthFailureLimit> {
         let per_minute = self.config.auth_failures_per_minute;
-        let limit = AuthFailureLimit::per_minute(per_minute)
-            .socket_addr(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|info| info.0));
+        // The serve loop puts the peer's SocketAddr in the extensions, where the limit
+        // looks by default.
+        let limit = AuthFailureLimit::per_minute(per_minute);
         let limit = match &self.config.trusted_proxy_header {
             Some(header) => limit.trusted_header(header.clone()),
             None => limit,
@@ -241,7 +312,9 @@ impl Gateway {
     /// The route table inside the layer stack.
     pub fn router(&self) -> Router {
         let config = &self.config;
-        let mut pat_auth = PatAuthLayer::new(self.auth.clone()).metrics(self.metrics.clone());
+        let mut pat_auth = PatAuthLayer::new(self.auth.clone())
+            .metrics(self.metrics.clone())
+            .prefetch_agent();
         if let Some(limit) = self.auth_failure_limit() {
             pat_auth = pat_auth.failure_limit(limit);
         }
@@ -249,6 +322,7 @@ impl Gateway {
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
         let forward = self.forward_service();
+        let token_limit = self.token_limiter();
 
         // A provider-backed route, outermost first. `route_layer`, so a wrong method is a 405
         // before any authentication.
@@ -256,7 +330,9 @@ impl Gateway {
             let state = ForwardState {
                 endpoint,
                 forward: forward.clone(),
-                sessions: self.sessions.clone(),
+                checkpoints: self.checkpoints.as_ref().map(|(writer, _)| writer.clone()),
+                ledger: self.ledger.clone(),
+                token_limit: token_limit.clone(),
                 tokens: self.tokens.clone(),
                 max_body: config.max_request_body_bytes,
             };
@@ -321,7 +397,7 @@ impl Gateway {
             .route("/health", get(routes::ops::health))
             .route(
                 "/ready",
-                get(routes::ops::ready).with_state(self.readiness.clone()),
+                get(routes::ops::ready).with_state((self.readiness.clone(), self.drain.clone())),
             )
             .route(
                 "/metrics",
@@ -370,6 +446,14 @@ impl Gateway {
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
+                    // Right inside the envelope, where a rejection's error code is still in the
+                    // response: reports 5xx answers and panics when SENTRY_DSN is set.
+                    .layer(axum::middleware::from_fn_with_state(
+                        crate::error_report::Reporting {
+                            enabled: config.sentry_dsn.is_some(),
+                        },
+                        crate::error_report::report,
+                    ))
                     // Counts final statuses by route template, rejections included, and the
                     // gateway's own cost of each provider call.
                     .layer(axum::middleware::from_fn_with_state(
@@ -379,12 +463,25 @@ impl Gateway {
             )
     }
 
+    /// The shutdown this gateway follows (started by [`Running::shutdown`] or drop).
+    pub fn drain(&self) -> &Drain {
+        &self.drain
+    }
+
     /// Binds the configured address and serves until [`Running::shutdown`] (or drop).
-    pub async fn start(self) -> Result<Running, StartError> {
+    pub async fn start(mut self) -> Result<Running, StartError> {
         let router = self.router();
-        server::serve(router, self.config.listen)
-            .await
-            .map_err(StartError::Bind)
+        // The writer task ends once the router, the last holder of its queue, is gone.
+        let writer = self.checkpoints.take().map(|(_, task)| task);
+        server::serve(
+            router,
+            self.config.listen,
+            self.config.http,
+            self.drain.clone(),
+        )
+        .await
+        .map(|running| running.with_writer(writer))
+        .map_err(StartError::Bind)
     }
 }
 

@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, header};
+use svc_runtime::shutdown::Drain;
 use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
@@ -29,6 +30,7 @@ use crate::usage::{self, Report, UsageReporter};
 pub struct Forward {
     registry: Registry,
     docs_base: Option<Arc<str>>,
+    drain: Drain,
 }
 
 impl Forward {
@@ -37,7 +39,14 @@ impl Forward {
         Forward {
             registry,
             docs_base: docs_base.map(Arc::from),
+            drain: Drain::new(),
         }
+    }
+
+    /// Ends the streams still open when `drain` reaches its deadline.
+    pub fn drain(mut self, drain: Drain) -> Forward {
+        self.drain = drain;
+        self
     }
 }
 
@@ -64,6 +73,7 @@ impl<B> Service<Request<B>> for Forward {
         let anthropic_beta = request.headers().get("anthropic-beta").cloned();
         let registry = self.registry.clone();
         let docs_base = self.docs_base.clone();
+        let drain = self.drain.clone();
         Box::pin(async move {
             let Some(chat) = chat else {
                 tracing::error!("forward service called without a validated request");
@@ -80,11 +90,16 @@ impl<B> Service<Request<B>> for Forward {
             let waited = std::time::Instant::now();
             let reply = registry.complete(&chat, &call).await;
             let wait = ProviderWait(waited.elapsed());
+            let (reply, reporter) = match reply {
+                Ok((reply, provider)) => (Ok(reply), reporter.map(|r| r.for_provider(provider))),
+                Err(error) => (Err(error), reporter),
+            };
             let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
                     if let Some(reporter) = &reporter {
                         reporter.report(Report {
                             usage: usage::from_json(&body),
+                            ..Report::default()
                         });
                     }
                     let mut response = Response::new(Body::from(body));
@@ -96,6 +111,7 @@ impl<B> Service<Request<B>> for Forward {
                     response
                 }
                 Ok(ProviderReply::Stream { status, events }) => {
+                    let events = crate::deadline::until_deadline(events, &drain);
                     SseBody::new(events, request_id.to_string(), docs_base)
                         .report_usage(reporter, chat.asks_usage_for_client())
                         .into_response(status)

@@ -15,33 +15,64 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use http::Method;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use svc_tower::metrics::{ProxyMetrics, RequestLabels, latency_histogram};
+use svc_tower::metrics::latency_histogram;
 
 /// How long a call waited on its provider, to the response head: in the response extensions
 /// of every call that reached one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderWait(pub Duration);
 
-/// The handles this middleware records into.
+/// Labels of `svc_proxy_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    /// The route template (`/v1/orgs/{org_id}/auth-probe`), never the raw path.
+    route: String,
+    method: &'static str,
+    code: u16,
+}
+
+/// The handles this middleware records into; clones share the series.
 #[derive(Clone, Debug)]
 pub struct HttpMetrics {
-    proxy: ProxyMetrics,
+    requests: Family<RequestLabels, Counter>,
+    duration: Histogram,
     overhead: Histogram,
 }
 
+impl Default for HttpMetrics {
+    fn default() -> HttpMetrics {
+        HttpMetrics::new()
+    }
+}
+
 impl HttpMetrics {
-    /// Records into `proxy`'s request handles and a fresh overhead histogram.
-    pub fn new(proxy: ProxyMetrics) -> HttpMetrics {
+    /// Fresh handles, not yet registered.
+    pub fn new() -> HttpMetrics {
         HttpMetrics {
-            proxy,
+            requests: Family::default(),
+            duration: latency_histogram(),
             overhead: latency_histogram(),
         }
     }
 
-    /// Registers `svc_proxy_overhead_seconds` (the request handles are `proxy`'s to register).
+    /// Registers `svc_proxy_requests_total`, `svc_proxy_request_duration_seconds` and
+    /// `svc_proxy_overhead_seconds`.
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "svc_proxy_requests",
+            "Proxy requests by route template, method and status code",
+            self.requests.clone(),
+        );
+        registry.register(
+            "svc_proxy_request_duration_seconds",
+            "Proxy request duration",
+            self.duration.clone(),
+        );
         registry.register(
             "svc_proxy_overhead_seconds",
             "Time a provider call spent in the gateway, less its wait on the provider",
@@ -53,7 +84,8 @@ impl HttpMetrics {
 /// Records one request; runs inside the router so the matched route is known.
 pub async fn record(State(http): State<HttpMetrics>, request: Request, next: Next) -> Response {
     let HttpMetrics {
-        proxy: metrics,
+        requests,
+        duration,
         overhead,
     } = http;
     let route = request
@@ -62,10 +94,11 @@ pub async fn record(State(http): State<HttpMetrics>, request: Request, next: Nex
         .map(|path| path.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
     let mut pending = Pending {
-        metrics,
+        requests,
+        duration,
         labels: Some(RequestLabels {
             route,
-            method: bounded_method(request.method()).to_owned(),
+            method: bounded_method(request.method()),
             code: 0,
         }),
         started: Instant::now(),
@@ -82,7 +115,8 @@ pub async fn record(State(http): State<HttpMetrics>, request: Request, next: Nex
 /// One request being measured. A handler that panics never returns a response here (the
 /// error envelope outside answers 500), so dropping the guard while unwinding records that 500.
 struct Pending {
-    metrics: ProxyMetrics,
+    requests: Family<RequestLabels, Counter>,
+    duration: Histogram,
     labels: Option<RequestLabels>,
     started: Instant,
 }
@@ -93,10 +127,8 @@ impl Pending {
             return;
         };
         labels.code = code;
-        self.metrics
-            .request_duration
-            .observe(self.started.elapsed().as_secs_f64());
-        self.metrics.requests_total.get_or_create(&labels).inc();
+        self.duration.observe(self.started.elapsed().as_secs_f64());
+        self.requests.get_or_create(&labels).inc();
     }
 }
 
@@ -108,7 +140,8 @@ impl Drop for Pending {
     }
 }
 
-fn bounded_method(method: &Method) -> &'static str {
+/// The method as a bounded label: the standard ones, else `OTHER`.
+pub(crate) fn bounded_method(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::POST => "POST",

@@ -5,15 +5,20 @@
 //! `127.0.0.1:0`.
 //!
 //! The request path, outermost first (see [`app`](fn@crate::app)): RequestId, the exported
-//! request span, ErrorEnvelope, metrics, then on protected routes BodyLimit, PatAuth,
+//! request span, ErrorEnvelope, error reports (with `SENTRY_DSN`), metrics, then on protected routes BodyLimit, PatAuth,
 //! AgentCheck, the route's permission, OrgRateLimit, the handler (parse and validate),
 //! Idempotency and the provider.
 
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod deadline;
+pub mod error_report;
 pub mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http_metrics;
+pub mod ledger;
 pub mod provider;
 pub mod readiness;
 pub mod request;
@@ -23,6 +28,7 @@ pub mod server;
 pub mod session;
 pub mod sse;
 pub mod telemetry;
+pub mod token_limit;
 pub mod usage;
 pub mod validate;
 

@@ -21,8 +21,8 @@ async fn main() {
             std::process::exit(EXIT_CONFIG);
         }
     };
-    let traces = match svc_gateway::telemetry::init(&config) {
-        Ok(traces) => traces,
+    let telemetry = match svc_gateway::telemetry::init(&config) {
+        Ok(telemetry) => telemetry,
         Err(error) => {
             eprintln!("error: {error}");
             std::process::exit(EXIT_CONFIG);
@@ -46,7 +46,5 @@ async fn main() {
     svc_runtime::shutdown::shutdown_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;
-    if let Some(traces) = traces {
-        traces.shutdown().await;
-    }
+    telemetry.shutdown().await;
 }

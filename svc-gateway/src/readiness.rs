@@ -7,7 +7,7 @@
 use futures_util::future::BoxFuture;
 use svc_proto::v1::ValidateTokenRequest;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
-use svc_tower::health::{Checker, Readiness};
+use svc_runtime::health::{Checker, Readiness};
 use svc_tower::store::RedisPool;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -42,6 +42,7 @@ impl Checker for AuthGrpcChecker {
         Box::pin(async move {
             let request = ValidateTokenRequest {
                 access_token: PROBE_TOKEN.to_owned(),
+                agent_id: None,
             };
             match client.validate_token(request).await {
                 Ok(_) => Ok(()),

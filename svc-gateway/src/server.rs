@@ -1,19 +1,23 @@
-//! Serving the router on a socket: TCP_NODELAY on every accepted connection, graceful stop.
+//! Serving the router on a socket through svc-runtime's serve loop: header-read and idle
+//! timeouts, a connection cap, and a drain bounded by the grace period.
 
 use std::net::SocketAddr;
 
 use axum::Router;
-use axum::serve::ListenerExt;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use svc_runtime::http_server::{self, HttpSettings, Serving};
+use svc_runtime::shutdown::Drain;
 
-/// A gateway serving on a socket. Dropping it stops accepting connections.
+use crate::session::WriterTask;
+
+/// After the connections are closed, how long the checkpoints still queued have to be written.
+pub const CHECKPOINT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A gateway serving on a socket. Dropping it starts the drain.
 #[derive(Debug)]
 pub struct Running {
+    serving: Option<Serving>,
     addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
+    writer: Option<WriterTask>,
 }
 
 impl Running {
@@ -27,58 +31,53 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
-    /// Stops accepting, lets in-flight requests finish, and waits for them.
+    /// `/ready` fails from now on, connections close after their current request, and this
+    /// waits for them: at the latest the grace period, after which open streams end with
+    /// their final error event.
     pub async fn shutdown(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+        if let Some(serving) = self.serving.take() {
+            serving.shutdown().await;
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(writer) = self.writer.take() {
+            writer.flush(CHECKPOINT_FLUSH).await;
         }
     }
 
-    /// Waits until the server stops on its own (it only does on a fatal accept error).
+    /// Flushes `writer` at shutdown.
+    pub(crate) fn with_writer(mut self, writer: Option<WriterTask>) -> Running {
+        self.writer = writer;
+        self
+    }
+
+    /// Waits until the server stops on its own (it only does once a drain has ended).
     pub async fn wait(mut self) {
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        if let Some(serving) = self.serving.take() {
+            serving.wait().await;
         }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+        if let Some(serving) = &self.serving {
+            serving.drain().start();
         }
     }
 }
 
-/// Binds `listen` and serves `router` on a background task.
-pub async fn serve(router: Router, listen: SocketAddr) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        // Without TCP_NODELAY a response written as head then body waits on the client's
-        // delayed ACK, about 40 ms per request.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        // ConnectInfo: the client address PatAuth's failure limit counts by.
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        if let Err(error) = axum::serve(listener, service)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %error, "server stopped");
-        }
-    });
+/// Binds `listen` and serves `router` on a background task until `drain` ends it.
+pub async fn serve(
+    router: Router,
+    listen: SocketAddr,
+    settings: HttpSettings,
+    drain: Drain,
+) -> std::io::Result<Running> {
+    // The peer's SocketAddr goes into every request's extensions: the client address
+    // PatAuth's failure limit counts by.
+    let serving = http_server::bind_and_serve(listen, settings, router, drain).await?;
     Ok(Running {
-        addr,
-        shutdown: Some(tx),
-        task: Some(task),
+        addr: serving.addr(),
+        serving: Some(serving),
+        writer: None,
     })
 }

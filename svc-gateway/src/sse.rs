@@ -50,6 +50,9 @@ pub struct SseBody {
     strip_usage_chunk: bool,
     /// The usage the stream reported so far.
     usage: Option<Usage>,
+    /// Event bytes passed to the client: what a stream cut short before its usage chunk is
+    /// charged by.
+    sent_bytes: u64,
 }
 
 impl std::fmt::Debug for SseBody {
@@ -71,6 +74,7 @@ impl SseBody {
             reporter: None,
             strip_usage_chunk: false,
             usage: None,
+            sent_bytes: 0,
         }
     }
 
@@ -119,6 +123,8 @@ impl SseBody {
         if let Some(reporter) = self.reporter.take() {
             reporter.report(Report {
                 usage: self.usage.take(),
+                streamed_bytes: Some(self.sent_bytes),
+                ..Report::default()
             });
         }
     }
@@ -247,11 +253,13 @@ impl Body for SseBody {
                     // A clean end: whatever the provider sent last is passed on as it is.
                     let tail = self.unfinished.split().freeze();
                     let tail = self.observe(tail).filter(|t| !t.is_empty());
+                    self.sent_bytes += tail.as_ref().map_or(0, |t| t.len() as u64);
                     self.finish();
                     return Poll::Ready(tail.map(|t| Ok(Frame::data(t))));
                 }
                 Poll::Ready(Some(Ok(data))) => {
                     if let Some(events) = self.complete_events(data).and_then(|e| self.observe(e)) {
+                        self.sent_bytes += events.len() as u64;
                         return Poll::Ready(Some(Ok(Frame::data(events))));
                     }
                 }

@@ -1,21 +1,41 @@
-//! Logging and trace export. JSON lines by default; only metadata is ever logged (org_id,
-//! request_id, model, message_count, stream), never a token, a key or message content.
+//! Logging, trace export and error reports. JSON lines by default; only metadata is ever
+//! logged (org_id, request_id, model, message_count, stream), never a token, a key or message
+//! content.
 //!
 //! The log layer and the OTLP exporter are [`svc_runtime::telemetry`], the ones the auth
 //! server uses; the gateway keeps each event's fields under `fields` in its JSON lines. Each
-//! request's span is made by [`crate::request_span`]. Sentry (`SENTRY_DSN`) is parsed and
-//! validated by [`crate::config`] but not wired in: with a DSN set the gateway logs one line
-//! saying so.
+//! request's span is made by [`crate::request_span`]. With `SENTRY_DSN`, 5xx answers and
+//! panics go to Sentry ([`crate::error_report`]).
 
 use svc_runtime::telemetry::otel::{ExportError, TraceExport};
 use svc_runtime::telemetry::{JsonFields, subscriber_with};
 
 use crate::config::Config;
+use crate::error_report::{self, ErrorReports};
 
-/// Installs the global subscriber and, with an endpoint configured, starts trace export; call
-/// it inside the Tokio runtime and [`TraceExport::shutdown`] the result on the way out. A
-/// second call changes nothing and exports nothing.
-pub fn init(config: &Config) -> Result<Option<TraceExport>, ExportError> {
+/// What [`init`] started; [`Telemetry::shutdown`] it on the way out.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    traces: Option<TraceExport>,
+    errors: Option<ErrorReports>,
+}
+
+impl Telemetry {
+    /// Flushes the queued spans and error reports, each within its own short bound.
+    pub async fn shutdown(self) {
+        if let Some(errors) = self.errors {
+            errors.shutdown().await;
+        }
+        if let Some(traces) = self.traces {
+            traces.shutdown().await;
+        }
+    }
+}
+
+/// Installs the global subscriber, starts trace export with an endpoint configured and error
+/// reporting with a DSN; call it inside the Tokio runtime. A second call changes nothing and
+/// starts nothing.
+pub fn init(config: &Config) -> Result<Telemetry, ExportError> {
     let traces = TraceExport::start(&config.otel)?;
     let subscriber = subscriber_with(
         &config.log,
@@ -24,10 +44,12 @@ pub fn init(config: &Config) -> Result<Option<TraceExport>, ExportError> {
         JsonFields::Nested,
     );
     if tracing::subscriber::set_global_default(subscriber).is_err() {
-        return Ok(None);
+        return Ok(Telemetry::default());
     }
-    if config.sentry_dsn.is_some() {
-        tracing::info!("SENTRY_DSN is set; error reporting is not available in this build");
+    let dsn = config.sentry_dsn.as_ref().map(|dsn| dsn.expose());
+    let errors = error_report::init(dsn, config.env);
+    if errors.is_some() {
+        tracing::info!("error reporting is on");
     }
-    Ok(traces)
+    Ok(Telemetry { traces, errors })
 }

@@ -3,8 +3,9 @@
 //!
 //! The handler puts a [`UsageReporter`] in the request extensions; the forwarding service
 //! reports through it once the call is over (a JSON answer at once, a stream at its end, an
-//! error with no usage). A request the provider never saw (a replay, a conflict) drops the
-//! reporter unused, so the handler knows for certain whether the provider was called.
+//! error with no usage). The report runs the handler's accounting right there, on the task
+//! that ends the call: no task waits per request. A request the provider never saw (a replay,
+//! a conflict) drops the reporter unused, and nothing is accounted.
 
 use std::sync::{Arc, Mutex};
 
@@ -123,28 +124,68 @@ pub fn is_usage_only_chunk(data: &[u8]) -> bool {
 pub struct Report {
     /// The usage the provider reported, when it did.
     pub usage: Option<Usage>,
+    /// The provider that answered, as the registry names it; empty when none did.
+    pub provider: String,
+    /// For a stream, the event bytes the client was sent.
+    pub streamed_bytes: Option<u64>,
 }
 
+type OnReport = Box<dyn FnOnce(Report) + Send>;
+
 /// Hands the call's [`Report`] to the handler; see the [module docs](self).
-#[derive(Clone, Debug)]
-pub struct UsageReporter(Arc<Mutex<Option<oneshot::Sender<Report>>>>);
+#[derive(Clone)]
+pub struct UsageReporter {
+    on_report: Arc<Mutex<Option<OnReport>>>,
+    provider: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for UsageReporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageReporter")
+            .field("provider", &self.provider)
+            .finish_non_exhaustive()
+    }
+}
 
 impl UsageReporter {
-    /// A reporter and the receiver of its one report.
-    pub fn new() -> (UsageReporter, oneshot::Receiver<Report>) {
+    /// A reporter that runs `on_report` with its one report. Keep `on_report` short and
+    /// non-blocking: it runs where the call ends, inside a body's poll.
+    pub fn new(on_report: impl FnOnce(Report) + Send + 'static) -> UsageReporter {
+        UsageReporter {
+            on_report: Arc::new(Mutex::new(Some(Box::new(on_report)))),
+            provider: None,
+        }
+    }
+
+    /// A reporter and the receiver of its one report (an error when it was dropped unused).
+    pub fn channel() -> (UsageReporter, oneshot::Receiver<Report>) {
         let (sender, receiver) = oneshot::channel();
-        (UsageReporter(Arc::new(Mutex::new(Some(sender)))), receiver)
+        let reporter = UsageReporter::new(move |report| {
+            let _ = sender.send(report);
+        });
+        (reporter, receiver)
+    }
+
+    /// The same reporter, naming `provider` in its report: the stream that reports at its end
+    /// does not know which provider it came from.
+    pub fn for_provider(&self, provider: &str) -> UsageReporter {
+        UsageReporter {
+            on_report: self.on_report.clone(),
+            provider: Some(Arc::from(provider)),
+        }
     }
 
     /// Reports once; later reports are ignored.
-    pub fn report(&self, report: Report) {
-        let sender = match self.0.lock() {
+    pub fn report(&self, mut report: Report) {
+        if let Some(provider) = &self.provider {
+            report.provider = provider.to_string();
+        }
+        let on_report = match self.on_report.lock() {
             Ok(mut slot) => slot.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
-        if let Some(sender) = sender {
-            // The handler may have gone (the client left): nothing to tell then.
-            let _ = sender.send(report);
+        if let Some(on_report) = on_report {
+            on_report(report);
         }
     }
 }
@@ -237,7 +278,7 @@ mod tests {
 
     #[tokio::test]
     async fn reports_once_and_an_unused_reporter_says_so() {
-        let (reporter, receiver) = UsageReporter::new();
+        let (reporter, receiver) = UsageReporter::channel();
         reporter.report(Report::default());
         reporter.report(Report {
             usage: Some(Usage {
@@ -245,9 +286,11 @@ mod tests {
                 completion_tokens: 1,
                 total_tokens: 2,
             }),
+            provider: String::new(),
+            streamed_bytes: None,
         });
         assert_eq!(receiver.await.unwrap(), Report::default());
-        let (reporter, receiver) = UsageReporter::new();
+        let (reporter, receiver) = UsageReporter::channel();
         drop(reporter);
         assert!(receiver.await.is_err());
     }

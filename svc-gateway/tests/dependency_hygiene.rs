@@ -1,5 +1,6 @@
 //! The gateway and the auth server are siblings: the production gateway binary links none of
 //! the auth server's machinery (Argon2, the embedded SQLite store, gRPC server reflection).
+//! Both speak TLS through rustls on ring only: no OpenSSL, no native-tls, no aws-lc.
 
 use std::process::Command;
 
@@ -9,6 +10,16 @@ const AUTH_SERVER_CRATES: [&str; 4] = [
     "libsqlite3-sys",
     "tonic-reflection",
     "svc-auth-server",
+];
+
+/// TLS stacks neither binary may link: every TLS connection (auth channel, provider, trace
+/// export, error reports) goes through rustls with ring.
+const OTHER_TLS_CRATES: [&str; 5] = [
+    "openssl",
+    "openssl-sys",
+    "native-tls",
+    "aws-lc-rs",
+    "aws-lc-sys",
 ];
 
 fn normal_tree(package: &str) -> String {
@@ -58,4 +69,24 @@ fn the_auth_server_does_bring_them() {
     for expected in ["argon2", "libsqlite3-sys", "tonic-reflection"] {
         assert!(crates.contains(&expected), "{expected} missing:\n{tree}");
     }
+}
+
+#[test]
+fn both_binaries_use_rustls_on_ring_only() {
+    for package in ["svc-gateway", "svc-auth-server"] {
+        let tree = normal_tree(package);
+        let crates = crate_names(&tree);
+        assert!(
+            crates.contains(&"rustls") && crates.contains(&"ring"),
+            "{tree}"
+        );
+        for banned in OTHER_TLS_CRATES {
+            assert!(
+                !crates.contains(&banned),
+                "{banned} is in the tree of {package}:\n{tree}"
+            );
+        }
+    }
+    // Error reports are the gateway's, over the same stack.
+    assert!(crate_names(&normal_tree("svc-gateway")).contains(&"sentry"));
 }

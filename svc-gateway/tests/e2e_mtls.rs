@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::path::PathBuf;
-
 use support::{Reply, assert_envelope, chat_body, client, json_body, send};
 use svc_auth_server::config::vars::Vars;
 use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
@@ -20,14 +18,7 @@ use svc_gateway::Running;
 use svc_gateway::config::Config;
 use svc_testkit::TestDb;
 
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../svc-auth-server/tests/fixtures/tls")
-        .join(name)
-        .to_str()
-        .expect("a UTF-8 fixture path")
-        .to_owned()
-}
+use svc_testkit::tls_fixture as fixture;
 
 /// The auth server on a fresh database, gRPC over mutual TLS, with one seeded org.
 struct MtlsAuth {

@@ -1,8 +1,9 @@
 //! OTLP trace export with the real binaries: the gateway's span of a request carries the
 //! `X-Trace-ID` it answers with, the auth server's spans continue that trace as children of the
 //! gateway's request span, a ratio of 0 exports nothing for a request that starts a trace (in
-//! the gateway, and in the auth server, which follows the gateway's decision), and bad
-//! `OTEL_*` values exit 2.
+//! the gateway, and in the auth server, which follows the gateway's decision), an `https://`
+//! collector is reached over TLS trusting `OTEL_EXPORTER_OTLP_CERTIFICATE`, and bad `OTEL_*`
+//! values exit 2.
 
 #[path = "otel/collector.rs"]
 mod collector;
@@ -104,8 +105,12 @@ impl Binaries {
 /// The `OTEL_*` variables exporting to `collector` as `service` with `ratio`; batches leave
 /// every 100 ms so the test waits little.
 fn otel(collector: &Collector, service: &str, ratio: &str) -> Vec<(&'static str, String)> {
+    otel_at(collector.addr.to_string(), service, ratio)
+}
+
+fn otel_at(endpoint: String, service: &str, ratio: &str) -> Vec<(&'static str, String)> {
     vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.addr.to_string()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
         ("OTEL_SAMPLE_RATIO", ratio.to_owned()),
         ("SVC_SERVICE_NAME", service.to_owned()),
         ("SVC_ENV", "staging".to_owned()),
@@ -149,8 +154,8 @@ async fn the_gateway_span_carries_x_trace_id_and_the_auth_server_continues_the_t
     assert_eq!(request.environment, "staging");
     let auth = collector.in_trace("svc-auth-server", &trace);
     let methods: Vec<_> = auth.iter().filter_map(|s| s.attribute("method")).collect();
-    assert!(methods.contains(&"ValidateToken"), "{auth:#?}");
-    assert!(methods.contains(&"ValidateAgent"), "{auth:#?}");
+    // One auth round trip per request: ValidateToken answers for the agent too.
+    assert_eq!(methods, ["ValidateToken"], "{auth:#?}");
     assert_children_of_request(&auth, request);
     for span in collector.spans() {
         assert!(
@@ -161,6 +166,28 @@ async fn the_gateway_span_carries_x_trace_id_and_the_auth_server_continues_the_t
             "a token reached an exported span: {span:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn an_https_collector_is_reached_over_tls_trusting_the_configured_ca() {
+    let collector = Collector::start_tls().await;
+    let tls = |service| {
+        let mut vars = otel_at(format!("https://{}", collector.addr), service, "1");
+        vars.push((
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            svc_testkit::tls_fixture("ca.pem"),
+        ));
+        vars
+    };
+    let stack = Binaries::start(&tls("svc-auth-server"), &tls("svc-gateway")).await;
+
+    let trace = trace_id(&stack.chat(None).await);
+    let both = svc_testkit::eventually(WITHIN, || async {
+        !collector.in_trace("svc-gateway", &trace).is_empty()
+            && rpc_methods(&collector.in_trace("svc-auth-server", &trace)) == 1
+    })
+    .await;
+    assert!(both, "spans of {trace}: {:#?}", collector.spans());
 }
 
 #[tokio::test]
@@ -181,7 +208,7 @@ async fn ratio_zero_exports_no_trace_started_here_but_follows_a_sampled_caller()
 
     let followed = svc_testkit::eventually(WITHIN, || async {
         !collector.in_trace("svc-gateway", &sampled).is_empty()
-            && rpc_methods(&collector.in_trace("svc-auth-server", &sampled)) == 2
+            && rpc_methods(&collector.in_trace("svc-auth-server", &sampled)) == 1
     })
     .await;
     assert!(
@@ -271,14 +298,26 @@ fn bad_otel_values_exit_2_naming_the_variable() {
     let gateway_base = [("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091")];
     let auth = auth_bin();
     let auth_base = [("POSTGRES_DSN", "postgres://svc@127.0.0.1:5432/svc")];
-    for (variable, value) in [
-        ("OTEL_SAMPLE_RATIO", "1.5"),
-        ("OTEL_SAMPLE_RATIO", "often"),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector"),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317"),
+    let https = ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:4317");
+    let plaintext = ("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4317");
+    let (ca, key) = (
+        svc_testkit::tls_fixture("ca.pem"),
+        svc_testkit::tls_fixture("server.key"),
+    );
+    let certificate = "OTEL_EXPORTER_OTLP_CERTIFICATE";
+    for (variable, value, with) in [
+        ("OTEL_SAMPLE_RATIO", "1.5", None),
+        ("OTEL_SAMPLE_RATIO", "often", None),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector", None),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector:4317", None),
+        // The CA file must exist, hold certificates, and go with an https:// collector.
+        (certificate, "/nonexistent/ca.pem", Some(https)),
+        (certificate, key.as_str(), Some(https)),
+        (certificate, ca.as_str(), Some(plaintext)),
     ] {
         for (bin, base) in [(gateway, &gateway_base), (auth.as_path(), &auth_base)] {
             let mut vars = base.to_vec();
+            vars.extend(with);
             vars.push((variable, value));
             let (code, stderr) = procs::run(bin, &vars);
             assert_eq!(code, Some(2), "{bin:?} {variable}={value}: {stderr}");

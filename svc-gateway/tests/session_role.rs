@@ -1,5 +1,6 @@
 //! The gateway's database role: sessions still record under row-level security, and the
-//! tokens are out of its reach (no read, no write, no `token_for_validation`).
+//! tokens are out of its reach (no read, no write, no `token_for_validation`); the usage
+//! ledger it may append to and not read.
 
 use sqlx::{Executor, PgPool};
 use svc_auth_server::pat::Pat;
@@ -104,6 +105,10 @@ async fn the_gateway_role_records_sessions_and_cannot_touch_tokens() {
             "INSERT INTO organizations (org_id) VALUES ('{}')",
             Uuid::new_v4()
         ),
+        // The usage ledger is write-only: GetUsage reads it through the auth server.
+        "SELECT count(*) FROM usage_ledger".to_owned(),
+        "DELETE FROM usage_ledger".to_owned(),
+        "UPDATE usage_ledger SET prompt_tokens = 0".to_owned(),
     ] {
         assert_eq!(
             as_gateway(store.pool(), org, &sql).await,
@@ -111,5 +116,20 @@ async fn the_gateway_role_records_sessions_and_cannot_touch_tokens() {
             "{sql}"
         );
     }
+    // It may append to the ledger, for its own org only.
+    let ledger = |org: Uuid| {
+        format!(
+            "INSERT INTO usage_ledger (record_id, org_id, token_id, model, provider, \
+                 prompt_tokens, completion_tokens, status, latency_ms, created_at) \
+             VALUES ('{}', '{org}', '{admin}', 'm', 'p', 1, 1, 200, 1, now())",
+            Uuid::now_v7()
+        )
+    };
+    assert_eq!(as_gateway(store.pool(), org, &ledger(org)).await, Ok(()));
+    // 42501 too: the row-level security check refuses a row of another org.
+    assert_eq!(
+        as_gateway(store.pool(), org, &ledger(Uuid::new_v4())).await,
+        Err("42501".to_owned())
+    );
     store.pool().close().await;
 }

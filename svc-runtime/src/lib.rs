@@ -6,8 +6,11 @@
 //! | [`config`] | [`config::Vars`] (a map of the environment) and the one [`config::ConfigError`], `VAR: problem` |
 //! | [`secret`] | [`Secret`], the one redacting wrapper for DSNs and keys |
 //! | [`telemetry`] | log setup (`SVC_LOG_LEVEL`, `SVC_LOG_FORMAT`) and OTLP trace export (`OTEL_*`) |
-//! | [`shutdown`] | the SIGINT/SIGTERM future |
+//! | [`shutdown`] | the SIGINT/SIGTERM future and the [`shutdown::Drain`] of a bounded shutdown |
+//! | `http_server` | (feature `http-server`) the one HTTP serve loop: timeouts, connection cap, drain |
+//! | [`health`] | readiness checks in parallel under per-check and overall budgets, and the `/ready` body |
 //! | [`postgres`] | the pool that runs as a non-owner role, and org-scoped transactions |
+//! | [`usage`] | [`usage::UsageRecord`], one row of the usage ledger |
 //! | `auth_client` | (feature `auth-client`) the auth service's address, TLS and deadline, and the one channel built from them |
 //!
 //! A configuration error is printed by the binaries as one line, `error: VAR: problem`, with
@@ -16,10 +19,14 @@
 #[cfg(feature = "auth-client")]
 pub mod auth_client;
 pub mod config;
+pub mod health;
+#[cfg(feature = "http-server")]
+pub mod http_server;
 pub mod postgres;
 pub mod secret;
 pub mod shutdown;
 pub mod telemetry;
+pub mod usage;
 
 pub use config::{ConfigError, Environment, Vars};
 pub use secret::Secret;

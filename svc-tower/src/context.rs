@@ -80,6 +80,40 @@ pub struct OrgContext {
     pub user_id: Option<Uuid>,
     /// The agent: bound to the token, or verified by AgentCheck from `X-SVC-Agent-ID`.
     pub agent_id: Option<Uuid>,
+    /// The token's own rate limits, applied beside the org's.
+    pub limits: TokenLimits,
+}
+
+/// A token's own rate limits; `None` means only the org's limit applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenLimits {
+    /// Requests per minute.
+    pub requests_per_minute: Option<u32>,
+    /// Tokens (prompt and completion) per minute.
+    pub tokens_per_minute: Option<u64>,
+}
+
+/// What a token validator learned of the request's agent in the same call, in the token's
+/// org. PatAuth puts it on the request when its validator answers one (see
+/// `PatAuthLayer::prefetch_agent`); AgentCheck then decides from it instead of asking its own
+/// validator. Only server-side code can insert an extension, so a client cannot forge one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentVerdict {
+    /// The agent asked about.
+    pub agent_id: Uuid,
+    /// Its standing in the token's org.
+    pub standing: AgentStanding,
+}
+
+/// An agent's standing in an org.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStanding {
+    /// Exists in the org and is active: it may act.
+    Active,
+    /// Exists in the org but is paused, suspended or archived.
+    Inactive,
+    /// No such agent in the org.
+    NotInOrg,
 }
 
 #[cfg(test)]

@@ -74,8 +74,7 @@ impl ErrorEnvelopeLayer {
         ErrorEnvelopeLayer::default()
     }
 
-    /// With a base, every envelope carries `docs_url` = `<base>/<code-in-kebab-case>`
-    /// (`SVC_ERROR_DOCS_BASE`).
+    /// With a base, every envelope carries `docs_url` = `<base>/<code-in-kebab-case>`.
     pub fn docs_base(mut self, docs_base: Option<String>) -> ErrorEnvelopeLayer {
         self.docs_base = docs_base.map(Arc::from);
         self

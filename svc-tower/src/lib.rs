@@ -6,14 +6,11 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response, StatusCode};
 //! use http_body_util::{BodyExt, Full};
-//! use svc_tower::agent::{AgentCheckLayer, AgentError};
-//! use svc_tower::auth::{PatAuthLayer, RequirePermissionLayer, TokenError};
-//! use svc_tower::body_limit::BodyLimitLayer;
-//! use svc_tower::context::{OrgContext, Permissions};
-//! use svc_tower::envelope::ErrorEnvelopeLayer;
-//! use svc_tower::idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
-//! use svc_tower::rate_limit::{MemoryRateLimitStore, OrgRateLimitLayer};
-//! use svc_tower::request_id::RequestIdLayer;
+//! use svc_tower::{
+//!     AgentCheckLayer, AgentError, BodyLimitLayer, ErrorEnvelopeLayer, IdempotencyLayer,
+//!     MemoryIdempotencyStore, MemoryRateLimitStore, OrgContext, OrgRateLimitLayer,
+//!     PatAuthLayer, Permissions, RequestIdLayer, RequirePermissionLayer, TokenError,
+//! };
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //! use uuid::Uuid;
 //!
@@ -21,7 +18,7 @@
 //! # async fn main() {
 //! const TOKEN: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_s3cret";
 //! let org_id = Uuid::now_v7();
-//! // In production one `auth::GrpcAuthClient` (feature `grpc`) is both validators.
+//! // In production one `GrpcAuthClient` (feature `grpc`) is both validators.
 //! let tokens = move |token: &str| {
 //!     let known = token == TOKEN;
 //!     async move {
@@ -32,6 +29,7 @@
 //!                 token_id: Uuid::now_v7(),
 //!                 user_id: None,
 //!                 agent_id: None,
+//!                 limits: Default::default(),
 //!             }),
 //!             false => Err(TokenError::Invalid),
 //!         }
@@ -94,6 +92,11 @@
 //! | `RequirePermissionLayer` | [`auth`] | per route: the token must hold the route's permission bits | 403 `INSUFFICIENT_PERMISSIONS` |
 //! | `IdempotencyLayer` | [`idempotency`] | replays committed responses per org and `Idempotency-Key`; releases the key on 429/5xx; fails open | 400 `VALIDATION_ERROR`, 409 `IDEMPOTENCY_IN_PROGRESS` / `IDEMPOTENCY_KEY_REUSE` |
 //!
+//! Every layer, its validator traits and the types a stack is built from are re-exported at the
+//! crate root, so one `use svc_tower::{...}` builds a stack; the modules hold the details.
+//! PatAuth and AgentCheck are [`check::AsyncCheck`] with the crate's checks: write a
+//! [`check::CheckRequest`] for any other check that must ask a backend before a request goes on.
+//!
 //! Layers talk through request extensions only: [`request_id::RequestId`] and
 //! [`request_id::TraceId`] from RequestId, the [`context::OrgContext`] from PatAuth with the
 //! agent filled in by AgentCheck. The org always comes from the validated token, never from the
@@ -105,8 +108,8 @@
 //!
 //! | trait | shipped implementations |
 //! |---|---|
-//! | [`auth::TokenValidator`] | `auth::GrpcAuthClient` (feature `grpc`), any `Fn(&str) -> impl Future` |
-//! | [`agent::AgentValidator`] | `auth::GrpcAuthClient` (feature `grpc`), any `Fn(Uuid, &str) -> impl Future` |
+//! | [`auth::TokenValidator`] | `GrpcAuthClient` (feature `grpc`), any `Fn(&str) -> impl Future` |
+//! | [`agent::AgentValidator`] | `GrpcAuthClient` (feature `grpc`), any `Fn(Uuid, &str) -> impl Future` |
 //! | [`rate_limit::RateLimitStore`] | `RedisRateLimitStore` (feature `redis`), [`rate_limit::MemoryRateLimitStore`], [`rate_limit::NoopRateLimitStore`] |
 //! | [`idempotency::IdempotencyStore`] | `RedisIdempotencyStore` (feature `redis`), [`idempotency::MemoryIdempotencyStore`] |
 //!
@@ -114,11 +117,12 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`error`] | [`error::ErrorCode`] (every SPEC code with its HTTP status), [`error::ApiError`], [`error::FieldError`]: the typed rejection and its envelope |
+//! | [`error`] | [`error::ErrorCode`] (every error code with its HTTP status), [`error::ApiError`], [`error::FieldError`]: the typed rejection and its envelope |
 //! | [`context`] | [`context::OrgContext`] and the [`context::Permissions`] bitmap |
 //! | [`body`] | [`body::ResponseBody`]: the one response body of the layers that answer on their own; an enum, never boxed |
+//! | [`check`] | [`check::AsyncCheckLayer`] and the [`check::CheckRequest`] trait: the async check PatAuth and AgentCheck are built on |
 //! | [`metrics`] | [`metrics::ProxyMetrics`]: the `svc_proxy_*` handles, registered in your registry and handed to `PatAuthLayer::metrics`, `OrgRateLimitLayer::metrics`, `IdempotencyLayer::metrics` |
-//! | [`health`] | [`health::Checker`] and [`health::Readiness`]: checks in parallel under per-check and overall budgets, the `/ready` and `/health` bodies |
+//! | `grpc` | (feature `grpc`) `GrpcAuthClient`, the validators over `svc.auth.v1.AuthService`, and its error type |
 //! | [`trace_context`] | [`trace_context::TraceParent`] (the `traceparent` of an outbound call, sampled flag included) and the task-local trace context PatAuth and AgentCheck run their validators in, which `GrpcAuthClient` sends as gRPC metadata; a `TraceParent` in the request extensions (a tracing layer's own span) takes precedence over the bare trace id |
 //! | [`store`] | [`store::StoreError`] and [`store::StoreFuture`], shared by the stores; `RedisPool` (feature `redis`), one pool for every Redis store |
 //!
@@ -126,7 +130,7 @@
 //!
 //! | feature | default | brings |
 //! |---|---|---|
-//! | `grpc` | yes | `auth::GrpcAuthClient`: the tonic [`auth::TokenValidator`] and [`agent::AgentValidator`] for `svc.auth.v1.AuthService` |
+//! | `grpc` | yes | `GrpcAuthClient`: the tonic [`auth::TokenValidator`] and [`agent::AgentValidator`] for `svc.auth.v1.AuthService` |
 //! | `grpc-tls` | no | `GrpcAuthClient::connect_lazy_tls`: mutual TLS for that client (rustls, ring); implies `grpc` |
 //! | `redis` | yes | `store::RedisPool`, `RedisRateLimitStore`, `RedisIdempotencyStore` (bb8 pool on one server, cluster connection on a Redis Cluster; one script round trip per decision) |
 //!
@@ -139,13 +143,42 @@ pub mod agent;
 pub mod auth;
 pub mod body;
 pub mod body_limit;
+pub mod check;
 pub mod context;
 pub mod envelope;
 pub mod error;
-pub mod health;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod idempotency;
 pub mod metrics;
 pub mod rate_limit;
 pub mod request_id;
 pub mod store;
 pub mod trace_context;
+
+pub use agent::{AgentCheck, AgentCheckLayer, AgentError, AgentValidator, X_SVC_AGENT_ID};
+pub use auth::{
+    AuthFailureLimit, PatAuth, PatAuthLayer, RequirePermission, RequirePermissionLayer, TokenError,
+    TokenValidator,
+};
+pub use body::ResponseBody;
+pub use body_limit::{BodyLimit, BodyLimitLayer};
+pub use check::{AsyncCheck, AsyncCheckLayer, CheckRequest};
+pub use context::{AgentStanding, AgentVerdict, OrgContext, Permissions};
+pub use envelope::{ErrorEnvelope, ErrorEnvelopeLayer};
+pub use error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
+#[cfg(feature = "grpc")]
+pub use grpc::GrpcAuthClient;
+#[cfg(feature = "redis")]
+pub use idempotency::RedisIdempotencyStore;
+pub use idempotency::{
+    IDEMPOTENCY_KEY, Idempotency, IdempotencyLayer, IdempotencyOutcome, IdempotencyStore,
+    MemoryIdempotencyStore,
+};
+pub use metrics::ProxyMetrics;
+#[cfg(feature = "redis")]
+pub use rate_limit::RedisRateLimitStore;
+pub use rate_limit::{MemoryRateLimitStore, OrgRateLimit, OrgRateLimitLayer, RateLimitStore};
+pub use request_id::{RequestId, RequestIdLayer, TraceId};
+#[cfg(feature = "redis")]
+pub use store::RedisPool;

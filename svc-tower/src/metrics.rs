@@ -2,8 +2,8 @@
 //!
 //! [`ProxyMetrics`] is cheap to clone (every handle is an `Arc` inside). Build one, register it
 //! in your own [`Registry`], and hand clones to the layers that record into it. Labels stay
-//! bounded: a route template, a method, a status code, a result word; never an org, an agent,
-//! a token or a raw path.
+//! bounded: a result word, a store name, a failure kind; never an org, an agent, a token or a
+//! path.
 //!
 //! ```
 //! use prometheus_client::registry::Registry;
@@ -12,12 +12,13 @@
 //! let metrics = ProxyMetrics::new();
 //! let mut registry = Registry::default();
 //! metrics.register(&mut registry);
-//! metrics.rate_limited_total.inc();
 //!
 //! let mut text = String::new();
 //! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-//! assert!(text.contains("svc_proxy_rate_limited_total 1"));
+//! assert!(text.contains("svc_proxy_rate_limited_total 0"));
 //! ```
+
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -35,18 +36,8 @@ pub fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
 
-/// Labels of `svc_proxy_requests_total`.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    /// The route template (`/v1/orgs/{org_id}/auth-probe`), never the raw path.
-    pub route: String,
-    /// The HTTP method.
-    pub method: String,
-    /// The response status code.
-    pub code: u16,
-}
-
-/// A `result` label: `ok`, `invalid`, `error`, `timeout`, ...
+/// A `result` label: `ok`, `invalid`, `error`, `timeout`, ... For a service's own metrics
+/// beside these.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     /// A word from a small fixed set.
@@ -55,26 +46,25 @@ pub struct ResultLabel {
 
 /// A `store` and `op` label for backend failures that were failed open.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StoreFailureLabels {
+pub(crate) struct StoreFailureLabels {
     /// `rate_limit` or `idempotency`.
-    pub store: &'static str,
+    pub(crate) store: &'static str,
     /// `error` or `timeout`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
-/// Every metric the layers record.
+/// Every metric the layers record:
+///
+/// | metric | what |
+/// |---|---|
+/// | `svc_proxy_rate_limited_total` | requests refused with 429 by the rate limit |
+/// | `svc_proxy_auth_validate_duration_seconds{result}` | token validations by outcome |
+/// | `svc_proxy_store_failures_total{store, kind}` | store errors and timeouts failed open |
 #[derive(Debug, Clone)]
 pub struct ProxyMetrics {
-    /// `svc_proxy_requests_total{route, method, code}`.
-    pub requests_total: Family<RequestLabels, Counter>,
-    /// `svc_proxy_request_duration_seconds`.
-    pub request_duration: Histogram,
-    /// `svc_proxy_rate_limited_total`: requests refused with 429 by the org limit.
-    pub rate_limited_total: Counter,
-    /// `svc_proxy_auth_validate_duration_seconds{result}`.
-    pub auth_validate_duration: Family<ResultLabel, Histogram>,
-    /// `svc_proxy_store_failures_total{store, kind}`: backend errors and timeouts failed open.
-    pub store_failures_total: Family<StoreFailureLabels, Counter>,
+    pub(crate) rate_limited_total: Counter,
+    pub(crate) auth_validate_duration: Family<ResultLabel, Histogram>,
+    pub(crate) store_failures_total: Family<StoreFailureLabels, Counter>,
 }
 
 impl Default for ProxyMetrics {
@@ -87,8 +77,6 @@ impl ProxyMetrics {
     /// Fresh handles, not yet registered anywhere.
     pub fn new() -> ProxyMetrics {
         ProxyMetrics {
-            requests_total: Family::default(),
-            request_duration: latency_histogram(),
             rate_limited_total: Counter::default(),
             auth_validate_duration: Family::new_with_constructor(latency_histogram),
             store_failures_total: Family::default(),
@@ -97,16 +85,6 @@ impl ProxyMetrics {
 
     /// Registers every handle in `registry` under its `svc_proxy_*` name.
     pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "svc_proxy_requests",
-            "Proxy requests by route template, method and status code",
-            self.requests_total.clone(),
-        );
-        registry.register(
-            "svc_proxy_request_duration_seconds",
-            "Proxy request duration",
-            self.request_duration.clone(),
-        );
         registry.register(
             "svc_proxy_rate_limited",
             "Requests refused by the per-org rate limit",
@@ -124,8 +102,20 @@ impl ProxyMetrics {
         );
     }
 
+    /// Counts a request refused by a rate limit.
+    pub(crate) fn rate_limited(&self) {
+        self.rate_limited_total.inc();
+    }
+
+    /// Records one token validation and its `result` word.
+    pub(crate) fn auth_validated(&self, result: &'static str, took: Duration) {
+        self.auth_validate_duration
+            .get_or_create(&ResultLabel { result })
+            .observe(took.as_secs_f64());
+    }
+
     /// Counts a store failure that was failed open.
-    pub fn store_failure(&self, store: &'static str, kind: &'static str) {
+    pub(crate) fn store_failure(&self, store: &'static str, kind: &'static str) {
         self.store_failures_total
             .get_or_create(&StoreFailureLabels { store, kind })
             .inc();

@@ -13,8 +13,9 @@ use http_body_util::{BodyExt, Full};
 use svc_testkit::fake_auth::{
     AGENT_NOT_AUTHORIZED, AGENT_SUSPENDED, AgentAnswer, FakeAuth, Grant, Method, TokenAnswer,
 };
+use svc_tower::GrpcAuthClient;
 use svc_tower::agent::AgentCheckLayer;
-use svc_tower::auth::{GrpcAuthClient, PatAuthLayer, TokenError, TokenValidator};
+use svc_tower::auth::{PatAuthLayer, TokenError, TokenValidator};
 use svc_tower::context::{OrgContext, Permissions};
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::request_id::RequestIdLayer;
@@ -205,6 +206,7 @@ fn any_token(org_id: Uuid) -> impl TokenValidator {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         })
     }
 }

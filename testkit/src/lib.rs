@@ -202,10 +202,36 @@ impl FaultProxy {
         self.cut.send_modify(|n| *n += 1);
     }
 
+    /// A proxy in front of the PostgreSQL server of `dsn`, and the DSN that goes through it.
+    pub async fn for_postgres(dsn: &str) -> (FaultProxy, String) {
+        let mut url = url::Url::parse(dsn).expect("a PostgreSQL URL");
+        let host = url.host_str().unwrap_or("127.0.0.1").to_owned();
+        let port = url.port().unwrap_or(5432);
+        let target = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .expect("the database host resolves")
+            .next()
+            .expect("an address");
+        let proxy = FaultProxy::start(target).await;
+        url.set_host(Some("127.0.0.1")).expect("a host");
+        url.set_port(Some(proxy.addr().port())).expect("a port");
+        (proxy, url.to_string())
+    }
+
     /// Forwards new connections again.
     pub fn restore(&self) {
         self.blocked.store(false, Ordering::SeqCst);
     }
+}
+
+/// The path of a test certificate or key (`ca.pem`, `server.pem`, `server.key`, `client.pem`,
+/// `client.key`): a CA and the certificates it signed, the server's for `localhost` and
+/// `127.0.0.1` (svc-auth-server's `tests/fixtures/tls`, see the README there).
+pub fn tls_fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../svc-auth-server/tests/fixtures/tls")
+        .join(name);
+    path.to_str().expect("a UTF-8 fixture path").to_owned()
 }
 
 /// A fresh directory under the system temp dir, removed with its contents on drop.

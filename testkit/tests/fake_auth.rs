@@ -28,6 +28,7 @@ async fn connect(addr: std::net::SocketAddr) -> AuthServiceClient<Channel> {
 fn validate_token(token: &str) -> ValidateTokenRequest {
     ValidateTokenRequest {
         access_token: token.to_owned(),
+        agent_id: None,
     }
 }
 

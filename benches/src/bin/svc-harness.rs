@@ -63,10 +63,8 @@ fn parse(args: &[String]) -> Result<HarnessConfig, String> {
     let mut config = HarnessConfig {
         bin_dir: harness_bin.parent().map(PathBuf::from).unwrap_or_default(),
         harness_bin,
-        postgres_url: std::env::var("SVC_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned()),
-        redis_url: std::env::var("REDIS_URL")
-            .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned()),
+        postgres_url: harness::default_postgres_url(),
+        redis_url: harness::default_redis_url(),
         requests: 5000,
         seconds: 5,
         rates: vec![250, 500, 1000, 1500, 2000, 3000, 4000, 6000],

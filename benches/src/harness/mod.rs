@@ -19,6 +19,9 @@
 
 pub mod open_loop;
 pub mod procs;
-mod run;
+pub(crate) mod run;
 
-pub use run::{ADDED_P99_BUDGET, HarnessConfig, check_bin_dir, run, serve_upstream};
+pub use run::{
+    ADDED_P99_BUDGET, HarnessConfig, check_bin_dir, default_postgres_url, default_redis_url, run,
+    serve_upstream,
+};

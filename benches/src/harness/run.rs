@@ -47,13 +47,13 @@ pub async fn serve_upstream(port: u16) -> std::io::Result<()> {
     Ok(())
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
         .port())
 }
 
-fn listening(port: u16) -> bool {
+pub(crate) fn listening(port: u16) -> bool {
     std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok()
 }
 
@@ -86,13 +86,43 @@ struct Costed {
 
 /// Runs everything and prints the report; `Err` names what could not start.
 pub async fn run(config: &HarnessConfig) -> Result<(), String> {
-    let database = FreshDatabase::create(&config.postgres_url)
+    with_scratch(
+        &config.postgres_url,
+        &config.redis_url,
+        |dsn: String, prefix: String| async move { measure(config, &dsn, &prefix).await },
+    )
+    .await
+}
+
+/// `SVC_TEST_POSTGRES_URL`, else this machine's PostgreSQL: where fresh databases are made.
+pub fn default_postgres_url() -> String {
+    std::env::var("SVC_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// `REDIS_URL`, else this machine's Redis.
+pub fn default_redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// Runs `body` with the URL of a fresh database and a fresh Redis key prefix, and removes both
+/// after it, whatever it returned.
+pub(crate) async fn with_scratch<T, F, Fut>(
+    postgres_url: &str,
+    redis_url: &str,
+    body: F,
+) -> Result<T, String>
+where
+    F: FnOnce(String, String) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let database = FreshDatabase::create(postgres_url)
         .await
         .map_err(|e| e.to_string())?;
-    let keys = RedisKeys::open(&config.redis_url)
+    let keys = RedisKeys::open(redis_url)
         .await
         .map_err(|e| e.to_string())?;
-    let outcome = measure(config, database.url(), keys.prefix()).await;
+    let outcome = body(database.url().to_owned(), keys.prefix().to_owned()).await;
     let _ = keys.delete_all().await;
     let _ = database.drop_now().await;
     outcome
@@ -402,7 +432,7 @@ pub fn check_bin_dir(bin_dir: &Path) -> Result<(), String> {
     for name in ["svc-auth-server", "svc-gateway"] {
         if !bin_dir.join(name).is_file() {
             return Err(format!(
-                "{}: no {name} here; build with `cargo build --release --bins` first",
+                "{}: no {name} here; build the binaries of this profile first (`cargo build --bins`, with `--release` for a release one)",
                 bin_dir.display()
             ));
         }

@@ -17,7 +17,12 @@
 //! | `SVC_DB_MAX_CONNECTIONS` | pool size | 16 |
 //! | `SVC_DB_CONNECT_TIMEOUT` | opening a standalone connection | 2s |
 //! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection | 1s |
-//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `host:port` of an OTLP gRPC collector; empty: no export | empty |
+//! | `SVC_HTTP_HEADER_READ_TIMEOUT` | HTTP: time a client has to send a request's headers | 10s |
+//! | `SVC_HTTP_IDLE_TIMEOUT` | HTTP: a connection with no request in flight this long is closed | 60s |
+//! | `SVC_HTTP_MAX_CONNECTIONS` | connections served at once, per listener (HTTP and gRPC) | 4096 |
+//! | `SVC_SHUTDOWN_GRACE` | how long a shutdown waits for calls in flight | 10s |
+//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `host:port` of an OTLP gRPC collector, `https://host:port` over TLS; empty: no export | empty |
+//! | `OTEL_EXPORTER_OTLP_CERTIFICATE` | PEM file: CA certificates also trusted for an `https://` collector | unset |
 //! | `OTEL_SAMPLE_RATIO` | share of traces started here that are exported, 0..=1 | 0.01 |
 //! | `OTEL_SERVICE_NAME` | exported `service.name`; else `SVC_SERVICE_NAME`, else svc-auth-server | |
 //! | `OTEL_DEPLOYMENT_ENVIRONMENT` | exported `deployment.environment`; else `SVC_ENV` | |
@@ -41,6 +46,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use svc_runtime::Secret;
+use svc_runtime::http_server::HttpSettings;
 use svc_runtime::postgres::{
     DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PoolSettings,
     connect_options,
@@ -139,6 +145,8 @@ pub struct Config {
     pub failure_limits: FailureLimits,
     /// Trace export (`OTEL_*`).
     pub otel: OtelSettings,
+    /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: timeouts, connection cap, drain.
+    pub http: HttpSettings,
 }
 
 fn default_hash_concurrency() -> usize {
@@ -163,6 +171,7 @@ impl Config {
             pool: PoolSettings::default(),
             failure_limits: FailureLimits::default(),
             otel: OtelSettings::disabled(SERVICE_NAME, Environment::Development),
+            http: HttpSettings::default(),
         }
     }
 
@@ -281,6 +290,7 @@ impl Config {
             },
             failure_limits: FailureLimits::default(),
             otel: OtelSettings::from_vars(vars, SERVICE_NAME, environment)?,
+            http: HttpSettings::from_vars(vars)?,
         })
     }
 }

@@ -8,7 +8,7 @@ use svc_proto::v1;
 use tonic::Status;
 use uuid::Uuid;
 
-use crate::store::{TokenCursor, TokenMetadata};
+use crate::store::{TokenCursor, TokenLimits, TokenMetadata};
 use crate::verify::ValidToken;
 
 /// A proto timestamp.
@@ -49,7 +49,24 @@ pub(crate) fn validate_token_response(token: ValidToken) -> v1::ValidateTokenRes
         user_id: token.user_id.map(|id| id.to_string()),
         token_id: token.token_id.to_string(),
         expires_at: token.expires_at.map(timestamp),
+        agent: None,
+        rpm_limit: token.limits.rpm,
+        tpm_limit: token.limits.tpm,
     }
+}
+
+/// The requested limits of CreateToken; a limit of 0 would refuse every request, so it is
+/// InvalidArgument rather than a token that can never be used.
+pub(crate) fn requested_limits(rpm: Option<u32>, tpm: Option<u64>) -> Result<TokenLimits, Status> {
+    if rpm == Some(0) || tpm == Some(0) {
+        return Err(Status::invalid_argument(
+            "rpm_limit and tpm_limit must be at least 1 when present",
+        ));
+    }
+    if tpm.is_some_and(|tpm| i64::try_from(tpm).is_err()) {
+        return Err(Status::invalid_argument("tpm_limit is out of range"));
+    }
+    Ok(TokenLimits { rpm, tpm })
 }
 
 pub(crate) fn token_metadata(token: TokenMetadata) -> v1::TokenMetadata {
@@ -64,6 +81,8 @@ pub(crate) fn token_metadata(token: TokenMetadata) -> v1::TokenMetadata {
         expires_at: token.expires_at.map(timestamp),
         revoked_at: token.revoked_at.map(timestamp),
         issuer_token_id: token.issuer_token_id.map(|id| id.to_string()),
+        rpm_limit: token.limits.rpm,
+        tpm_limit: token.limits.tpm,
     }
 }
 

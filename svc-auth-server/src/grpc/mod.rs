@@ -19,17 +19,18 @@ use uuid::Uuid;
 
 use crate::metrics::AuthMetrics;
 use crate::pat::Pat;
-use crate::store::{AgentStatus, NewToken, Store};
+use crate::store::{Agent, AgentStatus, NewToken, Store};
 use crate::verify::{ValidToken, Verifier};
 
 mod convert;
 mod issuer;
 pub mod status;
 mod trace;
+mod usage;
 
 use convert::{
-    decode_cursor, encode_cursor, from_timestamp, parse_id, parse_optional_id, timestamp,
-    token_metadata, validate_token_response,
+    decode_cursor, encode_cursor, from_timestamp, parse_id, parse_optional_id, requested_limits,
+    timestamp, token_metadata, validate_token_response,
 };
 
 /// ListTokens page size when the request names none.
@@ -105,18 +106,27 @@ impl<S: Store> AuthService for AuthApi<S> {
         let started = Instant::now();
         let span = trace::span("ValidateToken", request.metadata());
         let bearer = &request.get_ref().access_token;
+        // A malformed agent id is not looked up: no verdict, and the caller's ValidateAgent
+        // says what is wrong with it.
+        let agent =
+            (request.get_ref().agent_id.as_deref()).and_then(|agent| Uuid::try_parse(agent).ok());
         let (result, outcome) = async {
             if bearer.is_empty() {
                 return ("unauthenticated", Err(status::missing_token()));
             }
-            match self.verifier.verify(bearer).await {
-                Ok(token) => {
+            let started = Instant::now();
+            match self.verifier.verify_with_agent(bearer, agent).await {
+                Ok((token, found)) => {
                     tracing::debug!(
                         token_id = %token.token_id,
                         org_id = %token.org_id,
                         "token validated"
                     );
-                    ("ok", Ok(Response::new(validate_token_response(token))))
+                    let mut response = validate_token_response(token);
+                    if let (Some(agent_id), Some(found)) = (agent, found) {
+                        response.agent = Some(self.agent_verdict(agent_id, found, started));
+                    }
+                    ("ok", Ok(Response::new(response)))
                 }
                 Err(error) if error.is_rejection() => (
                     "unauthenticated",
@@ -194,7 +204,8 @@ impl<S: Store> AuthService for AuthApi<S> {
                 "the requested permissions exceed the caller's",
             ));
         }
-        let scope = issuer::within_issuer(&admin, agent_id, expires_at)?;
+        let limits = requested_limits(req.rpm_limit, req.tpm_limit)?;
+        let scope = issuer::within_issuer(&admin, agent_id, expires_at, limits)?;
 
         let pat = Pat::generate(Uuid::new_v4());
         let secret_hash = self
@@ -216,6 +227,7 @@ impl<S: Store> AuthService for AuthApi<S> {
                     secret_hash,
                     expires_at: scope.expires_at,
                     issuer_token_id: Some(admin.token_id),
+                    limits: scope.limits,
                 },
             )
             .await
@@ -233,6 +245,8 @@ impl<S: Store> AuthService for AuthApi<S> {
             expires_at: created.expires_at.map(timestamp),
             permissions: created.permissions.bits(),
             agent_id: created.agent_id.map(|id| id.to_string()),
+            rpm_limit: created.limits.rpm,
+            tpm_limit: created.limits.tpm,
         }))
     }
 
@@ -282,38 +296,87 @@ impl<S: Store> AuthService for AuthApi<S> {
             )
             .await?;
         let req = request.into_inner();
-        let page_size = match u32::try_from(req.page_size) {
-            Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
-            Ok(n) => n.min(MAX_PAGE_SIZE),
-        };
+        let page_size = page_size(req.page_size);
         let after = match req.page_token.as_str() {
             "" => None,
             token => Some(decode_cursor(token)?),
         };
         // One extra row tells whether another page exists.
-        let mut tokens = self
+        let tokens = self
             .store()
             .list_tokens(admin.org_id, after, page_size + 1)
             .await
             .map_err(|e| status::store_error(OP, e))?;
-        let next_page_token = if tokens.len() > page_size as usize {
-            tokens.truncate(page_size as usize);
-            tokens
-                .last()
-                .map(|last| encode_cursor(last.cursor()))
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let (tokens, next_page_token) =
+            next_page(tokens, page_size, |last| encode_cursor(last.cursor()));
         Ok(Response::new(v1::ListTokensResponse {
             tokens: tokens.into_iter().map(token_metadata).collect(),
             next_page_token,
         }))
     }
+
+    async fn get_usage(
+        &self,
+        request: Request<v1::GetUsageRequest>,
+    ) -> Result<Response<v1::GetUsageResponse>, Status> {
+        let caller = self
+            .authorize(
+                "GetUsage",
+                request.metadata(),
+                Permissions::USAGE_READ,
+                "USAGE_READ",
+            )
+            .await?;
+        usage::get_usage(self.store(), &caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+/// A requested page size: the default for 0 or less, at most [`MAX_PAGE_SIZE`].
+fn page_size(requested: i32) -> u32 {
+    match u32::try_from(requested) {
+        Ok(0) | Err(_) => DEFAULT_PAGE_SIZE,
+        Ok(n) => n.min(MAX_PAGE_SIZE),
+    }
+}
+
+/// Cuts rows fetched with one extra to `size`, and the cursor of the next page when the
+/// extra row was there.
+fn next_page<T>(mut rows: Vec<T>, size: u32, cursor: impl Fn(&T) -> String) -> (Vec<T>, String) {
+    if rows.len() <= size as usize {
+        return (rows, String::new());
+    }
+    rows.truncate(size as usize);
+    let next = rows.last().map(cursor).unwrap_or_default();
+    (rows, next)
 }
 
 impl<S: Store> AuthApi<S> {
     /// ValidateAgent's decision, with its metric result word.
+    /// ValidateAgent's answer about `agent_id` in the token's org, folded into ValidateToken;
+    /// counted as an agent validation too.
+    fn agent_verdict(
+        &self,
+        agent_id: Uuid,
+        found: Option<Agent>,
+        started: Instant,
+    ) -> v1::AgentVerdict {
+        let result = match &found {
+            Some(agent) if agent.status == AgentStatus::Active => "ok",
+            _ => "denied",
+        };
+        self.metrics
+            .observe_validate_agent(result, started.elapsed().as_secs_f64());
+        v1::AgentVerdict {
+            agent_id: agent_id.to_string(),
+            found: found.is_some(),
+            status: found
+                .map(|agent| agent.status.as_str().to_owned())
+                .unwrap_or_default(),
+        }
+    }
+
     async fn check_agent(
         &self,
         req: &v1::ValidateAgentRequest,

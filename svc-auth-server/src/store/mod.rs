@@ -24,13 +24,15 @@ pub mod sqlite;
 #[cfg(test)]
 pub(crate) mod suite;
 mod timer;
+pub(crate) mod usage;
 
 pub use model::{
     Agent, AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
-    TokenCursor, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
+    TokenCursor, TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
+pub use usage::{UsageGroup, UsageQuery, UsageTotals};
 
 /// An error from a backend, boxed so backends keep their driver types to themselves.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -66,6 +68,23 @@ pub trait Store: Clone + Send + Sync + 'static {
         &self,
         token_id: Uuid,
     ) -> impl Future<Output = Result<Option<TokenRecord>, StoreError>> + Send;
+
+    /// The token row with its hash, and `agent_id` looked up in that token's org: what
+    /// ValidateToken reads when it is asked about an agent too. The default reads them one
+    /// after the other; a backend may read both at once.
+    fn token_with_agent(
+        &self,
+        token_id: Uuid,
+        agent_id: Uuid,
+    ) -> impl Future<Output = Result<Option<(TokenRecord, Option<Agent>)>, StoreError>> + Send {
+        async move {
+            let Some(token) = self.token_for_validation(token_id).await? else {
+                return Ok(None);
+            };
+            let agent = self.agent(token.org_id, agent_id).await?;
+            Ok(Some((token, agent)))
+        }
+    }
 
     /// The agent if it exists in `org_id`; `None` if unknown or in another org.
     fn agent(
@@ -124,4 +143,11 @@ pub trait Store: Clone + Send + Sync + 'static {
         after: Option<TokenCursor>,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<TokenMetadata>, StoreError>> + Send;
+
+    /// The usage ledger's totals of `org_id`, one page ordered by key.
+    fn usage(
+        &self,
+        org_id: Uuid,
+        query: &UsageQuery,
+    ) -> impl Future<Output = Result<Vec<UsageTotals>, StoreError>> + Send;
 }

@@ -139,6 +139,43 @@ pub struct NewAgent {
     pub name: Option<String>,
 }
 
+/// A token's own rate limits; `None` means only the org's limit applies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenLimits {
+    /// Requests per minute.
+    pub rpm: Option<u32>,
+    /// Tokens per minute.
+    pub tpm: Option<u64>,
+}
+
+impl TokenLimits {
+    /// The limits as stored (`bigint` columns).
+    pub(crate) fn columns(self) -> (Option<i64>, Option<i64>) {
+        (
+            self.rpm.map(i64::from),
+            self.tpm.map(|tpm| i64::try_from(tpm).unwrap_or(i64::MAX)),
+        )
+    }
+
+    /// The limits from their stored columns; a value out of range (not written by this code)
+    /// is a query error rather than a silently different limit.
+    pub(crate) fn from_columns(
+        rpm: Option<i64>,
+        tpm: Option<i64>,
+    ) -> Result<TokenLimits, super::StoreError> {
+        let out_of_range =
+            || super::StoreError::Query("a stored token limit is out of range".into());
+        Ok(TokenLimits {
+            rpm: rpm
+                .map(|v| u32::try_from(v).map_err(|_| out_of_range()))
+                .transpose()?,
+            tpm: tpm
+                .map(|v| u64::try_from(v).map_err(|_| out_of_range()))
+                .transpose()?,
+        })
+    }
+}
+
 /// A token to store. `secret_hash` is the Argon2id PHC string, never the secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NewToken {
@@ -158,6 +195,8 @@ pub struct NewToken {
     pub expires_at: Option<DateTime<Utc>>,
     /// The token of the same org that issued it (CreateToken's caller), if any.
     pub issuer_token_id: Option<Uuid>,
+    /// Its own rate limits.
+    pub limits: TokenLimits,
 }
 
 impl fmt::Debug for NewToken {
@@ -171,6 +210,7 @@ impl fmt::Debug for NewToken {
             .field("secret_hash", &"<omitted>")
             .field("expires_at", &self.expires_at)
             .field("issuer_token_id", &self.issuer_token_id)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -198,6 +238,8 @@ pub struct TokenMetadata {
     pub revoked_at: Option<DateTime<Utc>>,
     /// The token that issued it, if it was issued through the API.
     pub issuer_token_id: Option<Uuid>,
+    /// Its own rate limits.
+    pub limits: TokenLimits,
 }
 
 impl TokenMetadata {
@@ -229,6 +271,8 @@ pub struct TokenRecord {
     pub expires_at: Option<DateTime<Utc>>,
     /// When it was revoked, if it was.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Its own rate limits.
+    pub limits: TokenLimits,
 }
 
 impl fmt::Debug for TokenRecord {
@@ -242,6 +286,7 @@ impl fmt::Debug for TokenRecord {
             .field("secret_hash", &"<omitted>")
             .field("expires_at", &self.expires_at)
             .field("revoked_at", &self.revoked_at)
+            .field("limits", &self.limits)
             .finish()
     }
 }

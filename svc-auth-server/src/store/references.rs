@@ -85,6 +85,7 @@ mod tests {
             secret_hash: "$argon2id$placeholder".into(),
             expires_at: None,
             issuer_token_id: None,
+            limits: Default::default(),
         }
     }
 

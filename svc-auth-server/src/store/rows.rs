@@ -8,14 +8,15 @@ use chrono::{DateTime, Utc};
 use svc_tower::context::Permissions;
 use uuid::Uuid;
 
-use super::{Agent, AgentStatus, StoreError, TokenMetadata, TokenRecord};
+use super::{Agent, AgentStatus, StoreError, TokenLimits, TokenMetadata, TokenRecord};
 
 /// The columns of a [`TokenRow`].
 pub(super) const TOKEN_COLUMNS: &str = "token_id, org_id, user_id, agent_id, permissions, name, \
-                                        created_at, expires_at, revoked_at, issuer_token_id";
+                                        created_at, expires_at, revoked_at, issuer_token_id, \
+                                        rpm_limit, tpm_limit";
 /// The columns of a [`ValidationRow`].
-pub(super) const VALIDATION_COLUMNS: &str =
-    "token_id, org_id, user_id, agent_id, permissions, secret_hash, expires_at, revoked_at";
+pub(super) const VALIDATION_COLUMNS: &str = "token_id, org_id, user_id, agent_id, permissions, secret_hash, expires_at, revoked_at, \
+     rpm_limit, tpm_limit";
 /// The columns of an [`AgentRow`].
 pub(super) const AGENT_COLUMNS: &str = "agent_id, org_id, status, name, created_at";
 
@@ -56,6 +57,8 @@ pub(super) struct TokenRow<T> {
     expires_at: Option<T>,
     revoked_at: Option<T>,
     issuer_token_id: Option<Uuid>,
+    rpm_limit: Option<i64>,
+    tpm_limit: Option<i64>,
 }
 
 impl<T: StoredTime> TryFrom<TokenRow<T>> for TokenMetadata {
@@ -73,6 +76,7 @@ impl<T: StoredTime> TryFrom<TokenRow<T>> for TokenMetadata {
             expires_at: optional_time(row.expires_at)?,
             revoked_at: optional_time(row.revoked_at)?,
             issuer_token_id: row.issuer_token_id,
+            limits: TokenLimits::from_columns(row.rpm_limit, row.tpm_limit)?,
         })
     }
 }
@@ -88,6 +92,8 @@ pub(super) struct ValidationRow<T> {
     secret_hash: String,
     expires_at: Option<T>,
     revoked_at: Option<T>,
+    rpm_limit: Option<i64>,
+    tpm_limit: Option<i64>,
 }
 
 impl<T: StoredTime> TryFrom<ValidationRow<T>> for TokenRecord {
@@ -103,7 +109,46 @@ impl<T: StoredTime> TryFrom<ValidationRow<T>> for TokenRecord {
             secret_hash: row.secret_hash,
             expires_at: optional_time(row.expires_at)?,
             revoked_at: optional_time(row.revoked_at)?,
+            limits: TokenLimits::from_columns(row.rpm_limit, row.tpm_limit)?,
         })
+    }
+}
+
+/// ValidateToken's row with an agent of the token's org beside it: [`VALIDATION_COLUMNS`]
+/// and the agent's, prefixed `asked_` and NULL when the org has no such agent.
+#[derive(sqlx::FromRow)]
+pub(super) struct ValidationWithAgentRow<T> {
+    #[sqlx(flatten)]
+    token: ValidationRow<T>,
+    asked_agent_id: Option<Uuid>,
+    asked_org_id: Option<Uuid>,
+    asked_status: Option<String>,
+    asked_name: Option<String>,
+    asked_created_at: Option<T>,
+}
+
+impl<T: StoredTime> TryFrom<ValidationWithAgentRow<T>> for (TokenRecord, Option<Agent>) {
+    type Error = StoreError;
+
+    fn try_from(row: ValidationWithAgentRow<T>) -> Result<Self, StoreError> {
+        let agent = match (
+            row.asked_agent_id,
+            row.asked_org_id,
+            row.asked_status,
+            row.asked_created_at,
+        ) {
+            (Some(agent_id), Some(org_id), Some(status), Some(created_at)) => {
+                Some(Agent::try_from(AgentRow {
+                    agent_id,
+                    org_id,
+                    status,
+                    name: row.asked_name,
+                    created_at,
+                })?)
+            }
+            _ => None,
+        };
+        Ok((TokenRecord::try_from(row.token)?, agent))
     }
 }
 
@@ -177,6 +222,8 @@ mod tests {
             expires_at: None,
             revoked_at: Some(1_i64),
             issuer_token_id: None,
+            rpm_limit: Some(5),
+            tpm_limit: None,
         };
         let token = TokenMetadata::try_from(row).unwrap();
         assert_eq!(token.permissions.bits(), bits);

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{
     AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
-    TokenCursor,
+    TokenCursor, TokenLimits,
 };
 
 /// Runs every case, each on a fresh store from `new_store`.
@@ -40,6 +40,8 @@ where
     case!(listing_pages_in_order_within_the_org);
     case!(unknown_tokens_are_none);
     case!(a_tokens_issuer_is_recorded_and_listed);
+    case!(the_token_read_with_an_agent_looks_in_the_tokens_org);
+    case!(a_tokens_limits_are_stored_validated_and_listed);
 }
 
 async fn new_org<S: Store>(store: &S) -> Uuid {
@@ -90,6 +92,7 @@ fn token(user_id: Option<Uuid>, agent_id: Option<Uuid>) -> NewToken {
         secret_hash: format!("$argon2id$v=19$m=8,t=1,p=1${}", Uuid::new_v4().simple()),
         expires_at: Some(Utc::now() + Duration::hours(1)),
         issuer_token_id: None,
+        limits: Default::default(),
     }
 }
 
@@ -311,4 +314,73 @@ async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
     );
     let revoked = store.revoke_token(org_id, created.token_id).await.unwrap();
     assert_eq!(revoked.unwrap().issuer_token_id, Some(admin.token_id));
+}
+
+async fn the_token_read_with_an_agent_looks_in_the_tokens_org<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let other_org = new_org(store).await;
+    let active = new_agent(store, org_id, AgentStatus::Active).await;
+    let paused = new_agent(store, org_id, AgentStatus::Paused).await;
+    let foreign = new_agent(store, other_org, AgentStatus::Active).await;
+    let new = token(None, None);
+    store.create_token(org_id, new.clone()).await.unwrap();
+
+    let (record, agent) = store
+        .token_with_agent(new.token_id, active)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.token_id, new.token_id);
+    assert_eq!(record.secret_hash, new.secret_hash);
+    let agent = agent.unwrap();
+    assert_eq!((agent.agent_id, agent.org_id), (active, org_id));
+    assert_eq!(agent.status, AgentStatus::Active);
+
+    let (_, agent) = store
+        .token_with_agent(new.token_id, paused)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(agent.unwrap().status, AgentStatus::Paused);
+    // Another org's agent, and no agent at all, are both absent for this token.
+    for agent_id in [foreign, Uuid::new_v4()] {
+        let (record, agent) = store
+            .token_with_agent(new.token_id, agent_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.org_id, org_id);
+        assert!(agent.is_none(), "{agent_id}");
+    }
+    assert!(
+        store
+            .token_with_agent(Uuid::new_v4(), active)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+async fn a_tokens_limits_are_stored_validated_and_listed<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let limits = TokenLimits {
+        rpm: Some(30),
+        tpm: Some(u64::from(u32::MAX) + 1),
+    };
+    let limited = NewToken {
+        limits,
+        ..token(None, None)
+    };
+    let created = store.create_token(org_id, limited).await.unwrap();
+    assert_eq!(created.limits, limits);
+    let unlimited = store.create_token(org_id, token(None, None)).await.unwrap();
+    assert_eq!(unlimited.limits, TokenLimits::default());
+    let record = store.token_for_validation(created.token_id).await.unwrap();
+    assert_eq!(record.unwrap().limits, limits);
+    let listed = store.list_tokens(org_id, None, 10).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|t| t.token_id == created.token_id && t.limits == limits)
+    );
 }

@@ -27,7 +27,7 @@ use svc_tower::context::Permissions;
 use uuid::Uuid;
 
 use crate::pat::{Pat, PatError};
-use crate::store::{Store, StoreError};
+use crate::store::{Agent, Store, StoreError, TokenLimits};
 
 mod flight;
 pub mod hasher;
@@ -56,6 +56,8 @@ pub struct ValidToken {
     pub agent_id: Option<Uuid>,
     /// When it expires, if ever.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Its own rate limits.
+    pub limits: TokenLimits,
 }
 
 /// Why a bearer value was not accepted.
@@ -181,13 +183,28 @@ impl<S: Store> Verifier<S> {
 
     /// Verifies a full bearer value, `svc_pat_<uuid>_<secret>`.
     pub async fn verify(&self, bearer: &str) -> Result<ValidToken, VerifyError> {
+        self.verify_with_agent(bearer, None)
+            .await
+            .map(|(token, _)| token)
+    }
+
+    /// Verifies a bearer value and, when asked, looks `agent` up in the token's org in the
+    /// same read. The agent is only answered for a token that verified.
+    pub async fn verify_with_agent(
+        &self,
+        bearer: &str,
+        agent: Option<Uuid>,
+    ) -> Result<(ValidToken, Option<Option<Agent>>), VerifyError> {
         let pat = Pat::parse(bearer)?;
         let token_id = pat.token_id();
-        let record = self
-            .store
-            .token_for_validation(token_id)
-            .await?
-            .ok_or(VerifyError::Unknown)?;
+        let (record, agent) = match agent {
+            None => (self.store.token_for_validation(token_id).await?, None),
+            Some(agent_id) => match self.store.token_with_agent(token_id, agent_id).await? {
+                Some((record, agent)) => (Some(record), Some(agent)),
+                None => (None, None),
+            },
+        };
+        let record = record.ok_or(VerifyError::Unknown)?;
         if record.revoked_at.is_some() {
             return Err(VerifyError::Revoked);
         }
@@ -213,14 +230,16 @@ impl<S: Store> Verifier<S> {
             }
         }
 
-        Ok(ValidToken {
+        let token = ValidToken {
             token_id,
             org_id: record.org_id,
             permissions: record.permissions,
             user_id: record.user_id,
             agent_id: record.agent_id,
             expires_at: record.expires_at,
-        })
+            limits: record.limits,
+        };
+        Ok((token, agent))
     }
 
     /// Decides a secret that was not a remembered success, under the flights' lock: at once

@@ -103,6 +103,7 @@ pub async fn validate(
     client
         .validate_token(v1::ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: None,
         })
         .await
         .map(tonic::Response::into_inner)
@@ -121,6 +122,8 @@ pub fn create_request(org_id: Uuid, permissions: i64) -> v1::CreateTokenRequest 
         permissions,
         expires_at: None,
         name: Some("test".into()),
+        rpm_limit: None,
+        tpm_limit: None,
     }
 }
 
@@ -189,16 +192,5 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<(String, String
 
 /// A FaultProxy in front of the database of `dsn`, and the DSN going through it.
 pub async fn through_proxy(dsn: &str) -> (svc_testkit::FaultProxy, String) {
-    let mut url = url::Url::parse(dsn).unwrap();
-    let host = url.host_str().unwrap_or("127.0.0.1").to_owned();
-    let port = url.port().unwrap_or(5432);
-    let target = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .unwrap()
-        .next()
-        .unwrap();
-    let proxy = svc_testkit::FaultProxy::start(target).await;
-    url.set_host(Some("127.0.0.1")).unwrap();
-    url.set_port(Some(proxy.addr().port())).unwrap();
-    (proxy, url.to_string())
+    svc_testkit::FaultProxy::for_postgres(dsn).await
 }

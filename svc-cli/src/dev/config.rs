@@ -138,7 +138,7 @@ impl DevConfig {
         } else {
             grpc_addr
         };
-        self.gateway.auth.endpoint = format!("http://{host}");
+        self.gateway.auth.endpoints = vec![format!("http://{host}")];
     }
 }
 
@@ -211,6 +211,6 @@ mod tests {
     fn the_gateway_dials_loopback_when_bound_everywhere() {
         let mut config = DevConfig::from_map([(SVC_BIND_ADDR, "0.0.0.0")]).unwrap();
         config.connect_to("0.0.0.0:4000".parse().unwrap());
-        assert_eq!(config.gateway.auth.endpoint, "http://127.0.0.1:4000");
+        assert_eq!(config.gateway.auth.endpoints, ["http://127.0.0.1:4000"]);
     }
 }

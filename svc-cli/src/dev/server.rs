@@ -10,11 +10,12 @@ use svc_auth_server::metrics::AuthMetrics;
 use svc_auth_server::server::{RunningServer, StartError as AuthStartError};
 use svc_auth_server::store::{SqliteStore, Store, StoreError};
 use svc_auth_server::verify::{HashError, Hasher};
-use svc_tower::health::{Checker, Readiness};
-use svc_tower::rate_limit::MemoryRateLimitStore;
+use svc_runtime::health::{Checker, Readiness};
+use svc_tower::rate_limit::{MemoryRateLimitStore, MemoryTokenBudgetStore};
 
 use super::config::DevConfig;
 use super::identity::{self, DevIdentity, IdentityError};
+use svc_gateway::ledger::{LedgerSink, SinkError, UsageRecord};
 use svc_gateway::readiness::AuthGrpcChecker;
 use svc_gateway::{Gateway, Running, StartError};
 
@@ -137,15 +138,27 @@ async fn start_gateway(config: DevConfig, store: SqliteStore) -> Result<Running,
     let channel = svc_gateway::auth::channel(&config.gateway.auth)?;
     let readiness = Readiness::new(vec![
         Box::new(AuthGrpcChecker::from_channel(channel)),
-        Box::new(SqliteChecker(store)),
+        Box::new(SqliteChecker(store.clone())),
     ]);
     Gateway::new(config.gateway)?
         // One process, one replica: an in-process limiter is exact, and idempotency already
         // falls back to its in-process store without REDIS_URL.
         .with_rate_limit_store(Arc::new(MemoryRateLimitStore::new()))
+        .with_token_budget_store(Arc::new(MemoryTokenBudgetStore::new()))
         .with_readiness(readiness)
+        // No PostgreSQL: the usage ledger goes to the embedded store, where GetUsage reads it.
+        .with_ledger_sink(Arc::new(SqliteLedger(store)))
         .start()
         .await
+}
+
+/// The usage ledger in the embedded store.
+struct SqliteLedger(SqliteStore);
+
+impl LedgerSink for SqliteLedger {
+    fn write<'a>(&'a self, batch: &'a [UsageRecord]) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move { Ok(self.0.record_usage(batch).await?) })
+    }
 }
 
 /// `sqlite`: the embedded identity store answers a trivial query.

@@ -44,6 +44,10 @@ pub struct CreateArgs {
     pub expiry: Expiry,
     /// A label.
     pub name: Option<String>,
+    /// The token's own requests per minute.
+    pub rpm: Option<u32>,
+    /// The token's own tokens per minute.
+    pub tpm: Option<u64>,
 }
 
 /// A `svc token` subcommand.
@@ -69,24 +73,14 @@ pub fn parse(args: &[String]) -> Result<(TokenCommand, Format), String> {
     let Some((command, rest)) = args.split_first() else {
         return Err("a subcommand is required: create, list or revoke".to_owned());
     };
-    let mut format = Format::Human;
-    let mut flags: Vec<(String, Option<String>)> = Vec::new();
-    let mut positional = Vec::new();
-    let mut rest = rest.iter();
-    while let Some(arg) = rest.next() {
-        if arg == "--json" {
-            format = Format::Json;
-        } else if arg == "-h" || arg == "--help" {
-            return Ok((TokenCommand::Help, format));
-        } else if let Some(flag) = arg.strip_prefix("--") {
-            let (name, value) = match flag.split_once('=') {
-                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-                None => (flag.to_owned(), rest.next().cloned()),
-            };
-            flags.push((name, value));
-        } else {
-            positional.push(arg.clone());
-        }
+    let Split {
+        format,
+        help,
+        flags,
+        positional,
+    } = split(rest);
+    if help {
+        return Ok((TokenCommand::Help, format));
     }
     let command = match command.as_str() {
         "create" => {
@@ -126,6 +120,40 @@ pub fn parse(args: &[String]) -> Result<(TokenCommand, Format), String> {
     Ok((command, format))
 }
 
+/// Arguments sorted into `--json`, `--help`, `--name value` (or `--name=value`) and the rest.
+pub(crate) struct Split {
+    pub(crate) format: Format,
+    pub(crate) help: bool,
+    pub(crate) flags: Vec<(String, Option<String>)>,
+    pub(crate) positional: Vec<String>,
+}
+
+pub(crate) fn split(args: &[String]) -> Split {
+    let mut split = Split {
+        format: Format::Human,
+        help: false,
+        flags: Vec::new(),
+        positional: Vec::new(),
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        if arg == "--json" {
+            split.format = Format::Json;
+        } else if arg == "-h" || arg == "--help" {
+            split.help = true;
+        } else if let Some(flag) = arg.strip_prefix("--") {
+            let (name, value) = match flag.split_once('=') {
+                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+                None => (flag.to_owned(), rest.next().cloned()),
+            };
+            split.flags.push((name, value));
+        } else {
+            split.positional.push(arg.clone());
+        }
+    }
+    split
+}
+
 fn create(flags: Vec<(String, Option<String>)>) -> Result<CreateArgs, String> {
     let mut args = CreateArgs {
         org_id: None,
@@ -134,6 +162,8 @@ fn create(flags: Vec<(String, Option<String>)>) -> Result<CreateArgs, String> {
         user_id: None,
         expiry: Expiry::Never,
         name: None,
+        rpm: None,
+        tpm: None,
     };
     for (name, value) in flags {
         let value = value.ok_or_else(|| format!("--{name} needs a value"))?;
@@ -144,6 +174,8 @@ fn create(flags: Vec<(String, Option<String>)>) -> Result<CreateArgs, String> {
             "user-id" => args.user_id = Some(uuid("--user-id", &value)?),
             "permissions" => args.permissions = permissions::parse(&value)?,
             "name" => args.name = Some(value),
+            "rpm" => args.rpm = Some(positive("--rpm", &value)?),
+            "tpm" => args.tpm = Some(positive("--tpm", &value)?),
             "expires-in" | "expires-at" if expiry_set => {
                 return Err("give one of --expires-in and --expires-at".to_owned());
             }
@@ -168,21 +200,29 @@ fn create(flags: Vec<(String, Option<String>)>) -> Result<CreateArgs, String> {
     Ok(args)
 }
 
-fn no_positional(positional: &[String]) -> Result<(), String> {
+pub(crate) fn no_positional(positional: &[String]) -> Result<(), String> {
     match positional.first() {
         Some(extra) => Err(format!("unexpected argument {extra:?}")),
         None => Ok(()),
     }
 }
 
-fn uuid(what: &str, value: &str) -> Result<Uuid, String> {
+pub(crate) fn uuid(what: &str, value: &str) -> Result<Uuid, String> {
     Uuid::try_parse(value).map_err(|_| format!("{what}: {value:?} is not a UUID"))
 }
 
-fn page_size_value(value: &str) -> Result<i32, String> {
-    match value.parse::<i32>() {
-        Ok(size) if size > 0 => Ok(size),
-        _ => Err(format!("--page-size: {value:?} is not a positive integer")),
+pub(crate) fn page_size_value(value: &str) -> Result<i32, String> {
+    positive("--page-size", value)
+}
+
+/// A whole number of at least 1 that fits `T`.
+fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(
+    flag: &str,
+    value: &str,
+) -> Result<T, String> {
+    match value.parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        _ => Err(format!("{flag}: {value:?} is not a positive integer")),
     }
 }
 
@@ -206,6 +246,9 @@ mod tests {
             "1h",
             "--name",
             "ci",
+            "--rpm",
+            "30",
+            "--tpm=40000",
             "--json",
         ]))
         .unwrap();
@@ -218,6 +261,7 @@ mod tests {
         assert_eq!(create.expiry, Expiry::In(Duration::from_secs(3600)));
         assert_eq!(create.name.as_deref(), Some("ci"));
         assert_eq!(create.org_id, None);
+        assert_eq!((create.rpm, create.tpm), (Some(30), Some(40_000)));
     }
 
     #[test]
@@ -264,6 +308,9 @@ mod tests {
             &["create", "--name"],
             &["create", "extra"],
             &["list", "--page-size", "0"],
+            &["create", "--rpm", "0"],
+            &["create", "--tpm", "-5"],
+            &["create", "--rpm", "5000000000"],
             &["list", "--all"],
             &["revoke"],
             &["revoke", "not-a-uuid"],

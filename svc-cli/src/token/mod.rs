@@ -10,10 +10,11 @@
 //! Exit codes: 0 done, 1 the auth server refused or could not be reached, 2 bad usage or
 //! configuration (one line on stderr).
 
-mod args;
-mod output;
+pub(crate) mod args;
+pub(crate) mod output;
 mod permissions;
 
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use prost_types::Timestamp;
@@ -40,12 +41,14 @@ const MAX_PAGES: usize = 10_000;
 const USAGE: &str = "\
 usage: svc token create [--permissions chat,embeddings,token_create,token_revoke,token_list,usage_read|BITS]
                         [--org-id UUID] [--agent-id UUID] [--user-id UUID]
-                        [--expires-in DURATION (90m, 720h) | --expires-at RFC3339] [--name NAME] [--json]
+                        [--expires-in DURATION (90m, 720h) | --expires-at RFC3339] [--name NAME]
+                        [--rpm N] [--tpm N] [--json]
        svc token list [--page-size N] [--page-token CURSOR] [--json]
        svc token revoke TOKEN_ID [--json]
 
 Needs SVC_AUTH_GRPC_ADDR and SVC_ADMIN_TOKEN (and SVC_AUTH_GRPC_TLS_CA, _CERT, _KEY for TLS).
-create defaults to --permissions chat, the admin token's org and no expiry; list without
+create defaults to --permissions chat, the admin token's org and no expiry; --rpm and --tpm
+give the token its own requests and tokens per minute (at most the admin token's); list without
 --page-size or --page-token prints every page.";
 
 /// How `svc token` reaches the auth server.
@@ -94,7 +97,12 @@ pub async fn main(args: &[String]) -> i32 {
             return i32::from(EXIT_CONFIG);
         }
     };
-    match run(&config, command, format).await {
+    exit_code(run(&config, command, format).await)
+}
+
+/// Prints what a command produced, or its failure as one line, and says how to exit.
+pub(crate) fn exit_code(result: Result<String, Failure>) -> i32 {
+    match result {
         Ok(text) => {
             print!("{text}");
             0
@@ -125,19 +133,7 @@ pub async fn run(
     command: TokenCommand,
     format: Format,
 ) -> Result<String, Failure> {
-    let channel = config
-        .auth
-        .channel()
-        .map_err(|error| Failure::Config(error.to_string()))?;
-    let mut bearer =
-        AsciiMetadataValue::try_from(format!("Bearer {}", config.admin_token.expose()))
-            .map_err(|_| Failure::Config(format!("{SVC_ADMIN_TOKEN}: not a valid header value")))?;
-    bearer.set_sensitive(true);
-    let admin = Admin {
-        client: AuthServiceClient::new(channel),
-        bearer,
-        token: config.admin_token.clone(),
-    };
+    let admin = Admin::connect(config)?;
     match command {
         TokenCommand::Create(args) => {
             let created = admin.create(args).await?;
@@ -176,14 +172,33 @@ pub struct Created {
     pub response: svc_proto::v1::CreateTokenResponse,
 }
 
-struct Admin {
-    client: AuthServiceClient<Channel>,
+pub(crate) struct Admin {
+    pub(crate) client: AuthServiceClient<Channel>,
     bearer: AsciiMetadataValue,
     token: Secret,
 }
 
 impl Admin {
-    fn request<T>(&self, message: T) -> Request<T> {
+    /// A client of the configured auth server carrying the admin token.
+    pub(crate) fn connect(config: &TokenConfig) -> Result<Admin, Failure> {
+        let channel = config
+            .auth
+            .channel()
+            .map_err(|error| Failure::Config(error.to_string()))?;
+        let mut bearer =
+            AsciiMetadataValue::try_from(format!("Bearer {}", config.admin_token.expose()))
+                .map_err(|_| {
+                    Failure::Config(format!("{SVC_ADMIN_TOKEN}: not a valid header value"))
+                })?;
+        bearer.set_sensitive(true);
+        Ok(Admin {
+            client: AuthServiceClient::new(channel),
+            bearer,
+            token: config.admin_token.clone(),
+        })
+    }
+
+    pub(crate) fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request.set_timeout(CALL_TIMEOUT);
         request
@@ -212,6 +227,8 @@ impl Admin {
             permissions: args.permissions.bits(),
             expires_at,
             name: args.name,
+            rpm_limit: args.rpm,
+            tpm_limit: args.tpm,
         };
         let response = self
             .client
@@ -227,6 +244,7 @@ impl Admin {
     async fn admin_org(&self) -> Result<String, Failure> {
         let mut request = Request::new(ValidateTokenRequest {
             access_token: self.token.expose().to_owned(),
+            agent_id: None,
         });
         request.set_timeout(CALL_TIMEOUT);
         let validated = self
@@ -244,34 +262,57 @@ impl Admin {
         page_size: Option<i32>,
         page_token: Option<String>,
     ) -> Result<(Vec<TokenMetadata>, Option<String>), Failure> {
-        let one_page = page_size.is_some() || page_token.is_some();
-        let mut cursor = page_token.unwrap_or_default();
-        let mut tokens = Vec::new();
-        for _ in 0..MAX_PAGES {
-            let request = ListTokensRequest {
-                page_size: page_size.unwrap_or(0),
-                page_token: cursor,
-            };
-            let page = self
-                .client
-                .clone()
-                .list_tokens(self.request(request))
-                .await
-                .map_err(|status| Failure::Call("ListTokens", status))?
-                .into_inner();
-            tokens.extend(page.tokens);
-            if one_page {
-                let next = Some(page.next_page_token).filter(|next| !next.is_empty());
-                return Ok((tokens, next));
-            }
-            if page.next_page_token.is_empty() {
-                return Ok((tokens, None));
-            }
-            cursor = page.next_page_token;
-        }
-        Err(Failure::Call(
+        pages(
             "ListTokens",
-            Status::internal("the cursor never ended"),
-        ))
+            page_size,
+            page_token,
+            |page_token| async move {
+                let request = ListTokensRequest {
+                    page_size: page_size.unwrap_or(0),
+                    page_token,
+                };
+                let page = self
+                    .client
+                    .clone()
+                    .list_tokens(self.request(request))
+                    .await
+                    .map_err(|status| Failure::Call("ListTokens", status))?
+                    .into_inner();
+                Ok((page.tokens, page.next_page_token))
+            },
+        )
+        .await
     }
+}
+
+/// One page when either paging option is given (and the next page's cursor, if any), else
+/// every page, following each `next_page_token` from `fetch`.
+pub(crate) async fn pages<T, F, Fut>(
+    rpc: &'static str,
+    page_size: Option<i32>,
+    page_token: Option<String>,
+    mut fetch: F,
+) -> Result<(Vec<T>, Option<String>), Failure>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, String), Failure>>,
+{
+    let one_page = page_size.is_some() || page_token.is_some();
+    let mut cursor = page_token.unwrap_or_default();
+    let mut items = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let (page, next) = fetch(cursor).await?;
+        items.extend(page);
+        if one_page {
+            return Ok((items, Some(next).filter(|next| !next.is_empty())));
+        }
+        if next.is_empty() {
+            return Ok((items, None));
+        }
+        cursor = next;
+    }
+    Err(Failure::Call(
+        rpc,
+        Status::internal("the cursor never ended"),
+    ))
 }

@@ -13,14 +13,14 @@ use super::Created;
 use super::args::Format;
 use super::permissions::names;
 
-fn time(timestamp: Option<&Timestamp>) -> Option<String> {
+pub(crate) fn time(timestamp: Option<&Timestamp>) -> Option<String> {
     let timestamp = timestamp?;
     let nanos = u32::try_from(timestamp.nanos).unwrap_or(0);
     DateTime::<Utc>::from_timestamp(timestamp.seconds, nanos)
         .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
-fn json_line(value: &Value) -> String {
+pub(crate) fn json_line(value: &Value) -> String {
     format!("{value}\n")
 }
 
@@ -37,6 +37,8 @@ pub(crate) fn created(created: &Created, format: Format) -> String {
             "permission_names": names(response.permissions),
             "created_at": time(response.created_at.as_ref()),
             "expires_at": expires_at,
+            "rpm_limit": response.rpm_limit,
+            "tpm_limit": response.tpm_limit,
         })),
         Format::Human => {
             let mut out = String::new();
@@ -53,6 +55,11 @@ pub(crate) fn created(created: &Created, format: Format) -> String {
                 out,
                 "expires at:  {}",
                 expires_at.as_deref().unwrap_or("never")
+            );
+            let _ = writeln!(
+                out,
+                "limits:      {}",
+                limits(response.rpm_limit, response.tpm_limit)
             );
             let _ = writeln!(out, "Keep the token now: it is not shown again.");
             out
@@ -72,7 +79,25 @@ fn metadata_json(token: &TokenMetadata) -> Value {
         "created_at": time(token.created_at.as_ref()),
         "expires_at": time(token.expires_at.as_ref()),
         "revoked_at": time(token.revoked_at.as_ref()),
+        "rpm_limit": token.rpm_limit,
+        "tpm_limit": token.tpm_limit,
     })
+}
+
+/// A token's own limits for a person: `30 rpm, 40000 tpm`, or `org limits only`.
+fn limits(rpm: Option<u32>, tpm: Option<u64>) -> String {
+    let parts: Vec<String> = [
+        rpm.map(|n| format!("{n} rpm")),
+        tpm.map(|n| format!("{n} tpm")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "org limits only".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// `list`: one line per token (metadata only: the server never returns a secret).
@@ -86,18 +111,19 @@ pub(crate) fn listed(tokens: &[TokenMetadata], next: Option<&str>, format: Forma
             let mut out = String::new();
             let _ = writeln!(
                 out,
-                "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  REVOKED",
-                "TOKEN ID", "NAME", "PERMISSIONS", "CREATED", "EXPIRES"
+                "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  {:<20}  REVOKED",
+                "TOKEN ID", "NAME", "PERMISSIONS", "CREATED", "EXPIRES", "LIMITS"
             );
             for token in tokens {
                 let _ = writeln!(
                     out,
-                    "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  {}",
+                    "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  {:<20}  {}",
                     token.token_id,
                     token.name.as_deref().unwrap_or("-"),
                     names(token.permissions),
                     time(token.created_at.as_ref()).unwrap_or_else(|| "-".into()),
                     time(token.expires_at.as_ref()).unwrap_or_else(|| "never".into()),
+                    limits(token.rpm_limit, token.tpm_limit),
                     time(token.revoked_at.as_ref()).unwrap_or_else(|| "-".into()),
                 );
             }

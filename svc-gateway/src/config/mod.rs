@@ -20,6 +20,7 @@ use http::HeaderName;
 pub use svc_runtime::Secret;
 pub use svc_runtime::auth_client::AuthClientConfig as AuthConfig;
 pub use svc_runtime::config::{ConfigError, Environment, Vars};
+pub use svc_runtime::http_server::HttpSettings;
 pub use svc_runtime::telemetry::otel::OtelSettings;
 pub use svc_runtime::telemetry::{LogFormat, LogLevel, LogSettings};
 pub use types::{LlmMode, ProviderConfig};
@@ -64,6 +65,12 @@ pub struct Config {
     pub redis_key_prefix: String,
     /// Requests per minute per org.
     pub rate_limit_rpm: u32,
+    /// `SVC_RATE_LIMIT_TPM`: tokens per minute per org; `None` is no org token limit.
+    pub rate_limit_tpm: Option<u64>,
+    /// `SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS`: what a request without a maximum reserves.
+    pub default_completion_tokens: u64,
+    /// `SVC_RATE_LIMIT_TPM_TIMEOUT`: a reservation's wait on the store before failing open.
+    pub rate_limit_tpm_timeout: Duration,
     /// Rejected tokens per client address per minute; 0 disables the limit.
     pub auth_failures_per_minute: u32,
     /// Where the client address comes from when a trusted proxy sets it.
@@ -78,8 +85,12 @@ pub struct Config {
     pub request_id_header: HeaderName,
     /// The trace-id response header.
     pub trace_id_header: HeaderName,
-    /// `POSTGRES_DSN`: durable sessions when set.
+    /// `POSTGRES_DSN`: durable sessions and the usage ledger when set.
     pub postgres_dsn: Option<Secret>,
+    /// `SVC_LEDGER_BUFFER`: usage records queued at most.
+    pub ledger_buffer: usize,
+    /// `SVC_LEDGER_BATCH`: usage records per write.
+    pub ledger_batch: usize,
     /// `SVC_ENV`.
     pub env: Environment,
     /// `SVC_LOG_LEVEL` and `SVC_LOG_FORMAT`.
@@ -90,8 +101,10 @@ pub struct Config {
     /// Off by default: the gateway is the edge, and an internet client must not be able to
     /// force trace export through every service behind it.
     pub trust_inbound_sampling: bool,
-    /// `SENTRY_DSN`; parsed and kept, reporting is not wired in yet.
+    /// `SENTRY_DSN`: a checked Sentry DSN; 5xx answers and panics are reported there.
     pub sentry_dsn: Option<Secret>,
+    /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: the listener's timeouts, cap and drain.
+    pub http: HttpSettings,
 }
 
 impl Config {
@@ -131,6 +144,18 @@ impl Config {
         }
         let rate_limit_rpm =
             vars.parse_or(SVC_RATE_LIMIT_RPM, DEFAULT_RATE_LIMIT_RPM, parse::positive)?;
+        let rate_limit_tpm =
+            vars.parse_or(SVC_RATE_LIMIT_TPM, None, |v| parse::positive(v).map(Some))?;
+        let default_completion_tokens = vars.parse_or(
+            SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS,
+            crate::token_limit::DEFAULT_COMPLETION_TOKENS,
+            parse::positive,
+        )?;
+        let rate_limit_tpm_timeout = vars.parse_or(
+            SVC_RATE_LIMIT_TPM_TIMEOUT,
+            crate::token_limit::DEFAULT_TIMEOUT,
+            parse::duration,
+        )?;
         let auth_failures_per_minute = vars.parse_or(
             SVC_AUTH_FAILURES_PER_MINUTE,
             DEFAULT_AUTH_FAILURES_PER_MINUTE,
@@ -167,6 +192,16 @@ impl Config {
                 Err("must start with postgres:// or postgresql://".to_owned())
             }
         })?;
+        let ledger_buffer = vars.parse_or(
+            SVC_LEDGER_BUFFER,
+            crate::ledger::DEFAULT_BUFFER,
+            parse::positive,
+        )?;
+        let ledger_batch = vars.parse_or(
+            SVC_LEDGER_BATCH,
+            crate::ledger::DEFAULT_BATCH,
+            parse::positive,
+        )?;
         let log = LogSettings::from_vars(vars)?;
         if production && log.format != LogFormat::Json {
             return Err(ConfigError::new(SVC_LOG_FORMAT, "production requires json"));
@@ -178,10 +213,14 @@ impl Config {
             svc_runtime::config::parse_bool,
         )?;
         let sentry_dsn = vars.parse_or(SENTRY_DSN, None, |v| {
-            http_url(v)
-                .map(|_| Some(Secret::new(v)))
-                .map_err(|_| "must be an http(s) URL".to_owned())
+            // The error names no part of the value: the DSN holds the project's key.
+            match v.parse::<sentry::types::Dsn>() {
+                Ok(_) => Ok(Some(Secret::new(v))),
+                Err(_) => Err("not a Sentry DSN (https://<key>@<host>/<project>)".to_owned()),
+            }
         })?;
+
+        let http = HttpSettings::from_vars(vars)?;
 
         Ok(Config {
             listen: SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)),
@@ -192,6 +231,9 @@ impl Config {
                 .unwrap_or_default()
                 .to_owned(),
             rate_limit_rpm,
+            rate_limit_tpm,
+            default_completion_tokens,
+            rate_limit_tpm_timeout,
             auth_failures_per_minute,
             trusted_proxy_header,
             provider,
@@ -200,11 +242,14 @@ impl Config {
             request_id_header,
             trace_id_header,
             postgres_dsn,
+            ledger_buffer,
+            ledger_batch,
             env,
             log,
             otel,
             trust_inbound_sampling,
             sentry_dsn,
+            http,
         })
     }
 }

@@ -14,7 +14,7 @@ fn refused(extra: &[(&str, &str)]) -> ConfigError {
 fn defaults_apply() {
     let c = parse(&[]).unwrap();
     assert_eq!(c.listen.port(), DEFAULT_PORT);
-    assert_eq!(c.auth.endpoint, "http://127.0.0.1:9091");
+    assert_eq!(c.auth.endpoints, ["http://127.0.0.1:9091"]);
     assert_eq!(c.auth.validate_timeout, Duration::from_millis(50));
     assert_eq!(c.redis_url, None);
     assert_eq!(c.rate_limit_rpm, 600);
@@ -48,14 +48,30 @@ fn auth_addr_accepts_schemes() {
         ("http://auth:9091", "http://auth:9091"),
     ] {
         let c = Config::from_map([("SVC_AUTH_GRPC_ADDR", raw)]).unwrap();
-        assert_eq!(c.auth.endpoint, want);
+        assert_eq!(c.auth.endpoints, [want]);
     }
     let c = Config::from_map([
         ("SVC_AUTH_GRPC_ADDR", "https://auth.internal:443/"),
         ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
     ])
     .unwrap();
-    assert_eq!(c.auth.endpoint, "https://auth.internal:443");
+    assert_eq!(c.auth.endpoints, ["https://auth.internal:443"]);
+    // Several replicas, comma-separated, share one scheme.
+    let c = Config::from_map([("SVC_AUTH_GRPC_ADDR", "auth-a:9091,http://auth-b:9091")]).unwrap();
+    assert_eq!(
+        c.auth.endpoints,
+        ["http://auth-a:9091", "http://auth-b:9091"]
+    );
+    let err = Config::from_map([
+        ("SVC_AUTH_GRPC_ADDR", "auth-a:9091,https://auth-b:9091"),
+        ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
+    ])
+    .unwrap_err();
+    assert_eq!(err.variable, "SVC_AUTH_GRPC_ADDR");
+    for bad in ["auth-a:9091,", "auth-a:9091,auth-b"] {
+        let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", bad)]).unwrap_err();
+        assert_eq!(err.variable, "SVC_AUTH_GRPC_ADDR", "{bad}");
+    }
     for bad in ["auth", "grpc://auth:1", "http://auth", "auth:notaport"] {
         let err = Config::from_map([("SVC_AUTH_GRPC_ADDR", bad)]).unwrap_err();
         assert_eq!(err.variable, "SVC_AUTH_GRPC_ADDR", "{bad}");
@@ -84,6 +100,8 @@ fn each_bad_value_names_its_variable() {
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector"),
         ("OTEL_SAMPLE_RATIO", "1.5"),
         ("SENTRY_DSN", "nope"),
+        // A URL, but not a DSN: no key, no project.
+        ("SENTRY_DSN", "https://sentry.example.com/"),
         ("SVC_GRPC_ALLOW_PLAINTEXT", "perhaps"),
     ];
     for &(var, value) in cases {

@@ -4,6 +4,10 @@ pub use svc_runtime::auth_client::{
     SVC_AUTH_GRPC_ADDR, SVC_AUTH_GRPC_TLS_CA, SVC_AUTH_GRPC_TLS_CERT, SVC_AUTH_GRPC_TLS_KEY,
     SVC_AUTH_VALIDATE_TIMEOUT, SVC_GRPC_ALLOW_PLAINTEXT,
 };
+pub use svc_runtime::http_server::{
+    SVC_HTTP_HEADER_READ_TIMEOUT, SVC_HTTP_IDLE_TIMEOUT, SVC_HTTP_MAX_CONNECTIONS,
+    SVC_SHUTDOWN_GRACE,
+};
 
 /// HTTP port.
 pub const SVC_PORT: &str = "SVC_PORT";
@@ -13,6 +17,13 @@ pub const REDIS_URL: &str = "REDIS_URL";
 pub const SVC_REDIS_KEY_PREFIX: &str = "SVC_REDIS_KEY_PREFIX";
 /// Requests per minute per org.
 pub const SVC_RATE_LIMIT_RPM: &str = "SVC_RATE_LIMIT_RPM";
+/// Tokens (prompt and completion) per minute per org; unset means no token limit.
+pub const SVC_RATE_LIMIT_TPM: &str = "SVC_RATE_LIMIT_TPM";
+/// Completion tokens a request that names no maximum reserves against the tokens limit.
+pub const SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS: &str =
+    "SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS";
+/// How long a tokens-per-minute reservation may wait on the store before failing open.
+pub const SVC_RATE_LIMIT_TPM_TIMEOUT: &str = "SVC_RATE_LIMIT_TPM_TIMEOUT";
 /// Rejected tokens per client address per minute before 429 (0 disables).
 pub const SVC_AUTH_FAILURES_PER_MINUTE: &str = "SVC_AUTH_FAILURES_PER_MINUTE";
 /// Header a trusted proxy sets to the client address (unset: the socket's address).
@@ -41,6 +52,10 @@ pub const SVC_ERROR_DOCS_BASE: &str = "SVC_ERROR_DOCS_BASE";
 pub const SVC_REQUEST_ID_HEADER: &str = "SVC_REQUEST_ID_HEADER";
 /// Name of the trace-id response header.
 pub const SVC_TRACE_ID_HEADER: &str = "SVC_TRACE_ID_HEADER";
+/// Usage ledger records queued at most while the database is away; past it they are dropped.
+pub const SVC_LEDGER_BUFFER: &str = "SVC_LEDGER_BUFFER";
+/// Usage ledger records per batch write.
+pub const SVC_LEDGER_BATCH: &str = "SVC_LEDGER_BATCH";
 /// PostgreSQL DSN for durable sessions.
 pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
 /// `development`, `staging` or `production`.
@@ -51,8 +66,10 @@ pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
 pub const SVC_LOG_FORMAT: &str = "SVC_LOG_FORMAT";
 /// Fallback service name.
 pub const SVC_SERVICE_NAME: &str = "SVC_SERVICE_NAME";
-/// OTLP gRPC collector, `host:port`; empty means no export.
+/// OTLP gRPC collector, `host:port`, or `https://host:port` over TLS; empty means no export.
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// PEM CA certificates also trusted for an `https://` collector.
+pub const OTEL_EXPORTER_OTLP_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE";
 /// Root sampling ratio.
 pub const OTEL_SAMPLE_RATIO: &str = "OTEL_SAMPLE_RATIO";
 /// Service name on traces.

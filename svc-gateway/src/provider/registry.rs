@@ -228,12 +228,13 @@ impl Registry {
             })
     }
 
-    /// Answers `request` with its model's targets in order (see the [module docs](self)).
+    /// Answers `request` with its model's targets in order (see the [module docs](self)),
+    /// with the name of the provider that answered.
     pub async fn complete(
         &self,
         request: &ApiRequest,
         call: &CallInfo,
-    ) -> Result<ProviderReply, ProviderError> {
+    ) -> Result<(ProviderReply, &str), ProviderError> {
         let route = self
             .route(&request.model)
             .ok_or(ProviderError::NotConfigured)?;
@@ -265,7 +266,7 @@ impl Registry {
             let error = match result {
                 Ok(reply) => {
                     metrics.breaker(&upstream.name, admission.success());
-                    return Ok(reply);
+                    return Ok((reply, &upstream.name));
                 }
                 // This provider does not serve the route (a Messages request to an
                 // OpenAI-compatible API): the next target may; the breaker learns nothing.

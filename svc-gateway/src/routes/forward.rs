@@ -7,7 +7,7 @@
 //! (SPEC's processing order).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -19,12 +19,15 @@ use svc_tower::body_limit;
 use svc_tower::context::OrgContext;
 use svc_tower::idempotency::Fingerprint;
 use svc_tower::request_id::RequestId;
-use tokio::sync::oneshot;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
+use uuid::Uuid;
+
+use crate::ledger::{Ledger, UsageRecord};
 use crate::request::{ApiRequest, Endpoint};
-use crate::session::{Checkpoint, SessionId, SessionStore};
+use crate::session::{Checkpoint, CheckpointWriter, Entry, SessionId};
+use crate::token_limit::{Reservation, TokenLimiter};
 use crate::usage::{Report, TokenMetrics, UsageReporter};
 use crate::validate;
 
@@ -36,7 +39,9 @@ pub type ForwardService = BoxCloneSyncService<Request<Full<Bytes>>, Response<Bod
 pub(crate) struct ForwardState {
     pub(crate) endpoint: Endpoint,
     pub(crate) forward: ForwardService,
-    pub(crate) sessions: Option<SessionStore>,
+    pub(crate) checkpoints: Option<CheckpointWriter>,
+    pub(crate) ledger: Option<Ledger>,
+    pub(crate) token_limit: TokenLimiter,
     pub(crate) tokens: TokenMetrics,
     pub(crate) max_body: usize,
 }
@@ -68,7 +73,38 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
         state.endpoint.noun()
     );
 
-    let (reporter, report) = UsageReporter::new();
+    // Tokens per minute: the estimate is taken before the provider sees the call.
+    let reservation = match &org {
+        Some(org) => state.token_limit.reserve(org, &api).await,
+        None => None,
+    };
+    if let Some(refused) = reservation.as_ref().filter(|r| !r.decision.allowed) {
+        return refused
+            .decision
+            .rejection()
+            .into_response_with(Body::empty());
+    }
+
+    // The report (a JSON answer's before its head is back here, a stream's at its end) and
+    // the call's facts meet in `meeting`; whichever comes second records the call. The
+    // reservation settles to the report, or to nothing when no provider answered.
+    let meeting = Meeting::new();
+    let settle = Settle(
+        reservation
+            .filter(|r| r.budget.is_limited())
+            .map(|r| (state.token_limit.clone(), r)),
+    );
+    let reporter = {
+        let meeting = meeting.clone();
+        let tokens = state.tokens.clone();
+        UsageReporter::new(move |report| {
+            if let Some(usage) = &report.usage {
+                tokens.record(usage);
+            }
+            settle.to(Some(&report));
+            Meeting::report(&meeting, report);
+        })
+    };
     // Idempotency fingerprints what was parsed here instead of parsing the body again.
     let fingerprint = parts
         .headers
@@ -80,24 +116,35 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     }
     inner.extensions_mut().insert(api.clone());
     inner.extensions_mut().insert(reporter);
-    let response = match state.forward.oneshot(inner).await {
+    let mut response = match state.forward.oneshot(inner).await {
         Ok(response) => response,
         Err(never) => match never {},
     };
+    if let Some(reservation) = &reservation {
+        reservation.decision.set_headers(response.headers_mut());
+    }
 
     let call = Call {
         api,
         status: response.status().as_u16(),
         latency_ms: i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX),
+        at: chrono::Utc::now(),
     };
-    let sessions = match (state.sessions, org, session, request_id) {
-        (Some(store), Some(org), Some(session), Some(request_id)) => {
-            Some((store, org, session, request_id))
+    if let Some(org) = org {
+        let checkpoint = match (state.checkpoints, session, request_id) {
+            (Some(writer), Some(session), Some(request_id)) => Some((writer, session, request_id)),
+            _ => None,
+        };
+        if checkpoint.is_some() || state.ledger.is_some() {
+            let account = Account {
+                org,
+                checkpoint,
+                ledger: state.ledger,
+                call,
+            };
+            Meeting::account(&meeting, account);
         }
-        _ => None,
-    };
-    // The usage of a stream is known at its end: accounted off the request path.
-    tokio::spawn(account(report, state.tokens, sessions, call));
+    }
     response
 }
 
@@ -106,24 +153,104 @@ struct Call {
     api: Arc<ApiRequest>,
     status: u16,
     latency_ms: i32,
+    at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Counts the call's tokens and records its checkpoint once the provider's answer is complete.
-/// A request the provider never saw (a replay, an idempotency conflict) reports nothing and
-/// records nothing.
-async fn account(
-    report: oneshot::Receiver<Report>,
-    tokens: TokenMetrics,
-    sessions: Option<(SessionStore, OrgContext, SessionId, RequestId)>,
+/// Where the record of one call goes, and what it says.
+struct Account {
+    org: OrgContext,
+    /// The session checkpoint's writer, session and request, when the call has a session.
+    checkpoint: Option<(CheckpointWriter, SessionId, RequestId)>,
+    ledger: Option<Ledger>,
     call: Call,
-) {
-    let Ok(report) = report.await else {
-        return;
-    };
-    if let Some(usage) = &report.usage {
-        tokens.record(usage);
+}
+
+/// A reservation to settle once, to the call's report; dropped unsettled (the provider never
+/// answered) it settles to nothing. Settling waits on the store, so it runs on its own task,
+/// and only when a token limit applies.
+struct Settle(Option<(TokenLimiter, Reservation)>);
+
+impl Settle {
+    fn to(mut self, report: Option<&Report>) {
+        if let Some((limiter, reservation)) = self.0.take() {
+            let report = report.cloned();
+            let settle = async move { limiter.settle(&reservation, report.as_ref()).await };
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(settle);
+            }
+        }
     }
-    let Some((store, org, session, request_id)) = sessions else {
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            Settle(self.0.take()).to(None);
+        }
+    }
+}
+
+/// A call's report and its [`Account`], whichever arrives first waiting for the other. A
+/// request the provider never saw (a replay, an idempotency conflict) reports nothing and
+/// records nothing.
+#[derive(Default)]
+struct Meeting {
+    report: Option<Report>,
+    account: Option<Account>,
+}
+
+impl Meeting {
+    fn new() -> Arc<Mutex<Meeting>> {
+        Arc::default()
+    }
+
+    fn report(meeting: &Mutex<Meeting>, report: Report) {
+        Meeting::with(meeting, |m| m.report = Some(report));
+    }
+
+    fn account(meeting: &Mutex<Meeting>, account: Account) {
+        Meeting::with(meeting, |m| m.account = Some(account));
+    }
+
+    fn with(meeting: &Mutex<Meeting>, update: impl FnOnce(&mut Meeting)) {
+        let mut m = meeting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        update(&mut m);
+        // Both taken only when both are there: the first to arrive waits for the other.
+        if m.report.is_some()
+            && m.account.is_some()
+            && let (Some(report), Some(account)) = (m.report.take(), m.account.take())
+        {
+            record(account, report);
+        }
+    }
+}
+
+/// Records the call in the ledger and queues its session checkpoint.
+fn record(account: Account, report: Report) {
+    let Account {
+        org,
+        checkpoint,
+        ledger,
+        call,
+    } = account;
+    if let Some(ledger) = ledger {
+        ledger.record(UsageRecord {
+            record_id: Uuid::now_v7(),
+            org_id: org.org_id,
+            token_id: org.token_id,
+            agent_id: org.agent_id,
+            model: call.api.model.clone(),
+            provider: report.provider.clone(),
+            prompt_tokens: report.usage.map_or(0, |u| u.prompt_tokens),
+            completion_tokens: report.usage.map_or(0, |u| u.completion_tokens),
+            status: call.status,
+            latency_ms: u32::try_from(call.latency_ms).unwrap_or(0),
+            at: call.at,
+        });
+    }
+    let Some((writer, session, request_id)) = checkpoint else {
         return;
     };
     let checkpoint = Checkpoint {
@@ -135,15 +262,10 @@ async fn account(
         stream: call.api.stream,
         usage: report.usage,
     };
-    if let Err(error) = store
-        .record(org.org_id, org.agent_id, session.as_str(), &checkpoint)
-        .await
-    {
-        tracing::warn!(
-            org_id = %org.org_id,
-            request_id = %checkpoint.request_id,
-            error = %error,
-            "session checkpoint not recorded"
-        );
-    }
+    writer.submit(Entry {
+        org_id: org.org_id,
+        agent_id: org.agent_id,
+        session_id: session.as_str().to_owned(),
+        checkpoint,
+    });
 }

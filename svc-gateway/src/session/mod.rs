@@ -4,16 +4,19 @@
 //! A valid inbound id (1 to 64 characters of `[A-Za-z0-9._:-]`) is kept; anything else,
 //! or nothing, is replaced by a fresh UUID v7. Either way the id is echoed, so a client can
 //! adopt the minted one. Checkpoints hold metadata only (request id, model, message count,
-//! status, latency, usage), never content; a replayed idempotent answer writes none.
+//! status, latency, usage), never content; a replayed idempotent answer writes none. They are
+//! written in batches by one [`writer`] task.
 
 pub mod store;
+pub mod writer;
 
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-pub use store::{Checkpoint, SessionStore, Usage};
+pub use store::{Checkpoint, Entry, SessionStore, Usage};
+pub use writer::{CheckpointWriter, WriterTask};
 
 /// The session header.
 pub static X_SVC_SESSION_ID: HeaderName = HeaderName::from_static("x-svc-session-id");

@@ -62,6 +62,61 @@ pub struct Checkpoint {
     pub usage: Option<Usage>,
 }
 
+/// One checkpoint to record, with the session it belongs to.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The org (the transaction is scoped to it).
+    pub org_id: Uuid,
+    /// The agent of the request, if any.
+    pub agent_id: Option<Uuid>,
+    /// The session id as the client sent it, or minted.
+    pub session_id: String,
+    /// What to record.
+    pub checkpoint: Checkpoint,
+}
+
+/// The session upsert and the checkpoint insert, inside `tx`.
+async fn write(
+    tx: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    agent_id: Option<Uuid>,
+    session_id: &str,
+    checkpoint: &Checkpoint,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO sessions (org_id, session_id, agent_id) VALUES ($1, $2, $3)
+         ON CONFLICT (org_id, session_id) DO UPDATE SET last_seen_at = now()
+         WHERE sessions.org_id = $1",
+    )
+    .bind(org_id)
+    .bind(session_id)
+    .bind(agent_id)
+    .execute(&mut *tx)
+    .await?;
+    let usage = checkpoint.usage;
+    sqlx::query(
+        "INSERT INTO session_checkpoints (checkpoint_id, org_id, session_id, request_id, model,
+             message_count, status, latency_ms, stream, prompt_tokens, completion_tokens,
+             total_tokens)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(org_id)
+    .bind(session_id)
+    .bind(checkpoint.request_id)
+    .bind(&checkpoint.model)
+    .bind(checkpoint.message_count)
+    .bind(i32::from(checkpoint.status))
+    .bind(checkpoint.latency_ms)
+    .bind(checkpoint.stream)
+    .bind(usage.map(|u| u.prompt_tokens))
+    .bind(usage.map(|u| u.completion_tokens))
+    .bind(usage.map(|u| u.total_tokens))
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
 /// Writes sessions and checkpoints.
 #[derive(Clone, Debug)]
 pub struct SessionStore {
@@ -95,37 +150,23 @@ impl SessionStore {
         checkpoint: &Checkpoint,
     ) -> Result<(), sqlx::Error> {
         let mut tx = pool::begin_tenant(&self.pool, org_id).await?;
-        sqlx::query(
-            "INSERT INTO sessions (org_id, session_id, agent_id) VALUES ($1, $2, $3)
-             ON CONFLICT (org_id, session_id) DO UPDATE SET last_seen_at = now()
-             WHERE sessions.org_id = $1",
-        )
-        .bind(org_id)
-        .bind(session_id)
-        .bind(agent_id)
-        .execute(&mut *tx)
-        .await?;
-        let usage = checkpoint.usage;
-        sqlx::query(
-            "INSERT INTO session_checkpoints (checkpoint_id, org_id, session_id, request_id, model,
-                 message_count, status, latency_ms, stream, prompt_tokens, completion_tokens,
-                 total_tokens)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(Uuid::now_v7())
-        .bind(org_id)
-        .bind(session_id)
-        .bind(checkpoint.request_id)
-        .bind(&checkpoint.model)
-        .bind(checkpoint.message_count)
-        .bind(i32::from(checkpoint.status))
-        .bind(checkpoint.latency_ms)
-        .bind(checkpoint.stream)
-        .bind(usage.map(|u| u.prompt_tokens))
-        .bind(usage.map(|u| u.completion_tokens))
-        .bind(usage.map(|u| u.total_tokens))
-        .execute(&mut *tx)
-        .await?;
+        write(&mut tx, org_id, agent_id, session_id, checkpoint).await?;
+        tx.commit().await
+    }
+
+    /// Records `entries`, all of `org_id`, in one transaction scoped to it.
+    pub async fn record_all(&self, org_id: Uuid, entries: &[&Entry]) -> Result<(), sqlx::Error> {
+        let mut tx = pool::begin_tenant(&self.pool, org_id).await?;
+        for entry in entries {
+            write(
+                &mut tx,
+                org_id,
+                entry.agent_id,
+                &entry.session_id,
+                &entry.checkpoint,
+            )
+            .await?;
+        }
         tx.commit().await
     }
 

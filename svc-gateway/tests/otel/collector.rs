@@ -1,4 +1,5 @@
-//! A fake OTLP gRPC collector on loopback that records every span it receives.
+//! A fake OTLP gRPC collector on loopback that records every span it receives, in plaintext or
+//! over TLS with the test server certificate.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -108,13 +109,32 @@ pub(crate) struct Collector {
 
 impl Collector {
     pub(crate) async fn start() -> Collector {
+        Collector::serve(None).await
+    }
+
+    /// Served over TLS with the test server certificate (for `127.0.0.1`, signed by the test
+    /// CA `svc_testkit::tls_fixture("ca.pem")`).
+    pub(crate) async fn start_tls() -> Collector {
+        let read = |name| std::fs::read(svc_testkit::tls_fixture(name)).expect("a TLS fixture");
+        let identity = tonic::transport::Identity::from_pem(read("server.pem"), read("server.key"));
+        Collector::serve(Some(
+            tonic::transport::ServerTlsConfig::new().identity(identity),
+        ))
+        .await
+    }
+
+    async fn serve(tls: Option<tonic::transport::ServerTlsConfig>) -> Collector {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let recorder = Recorder::default();
         let spans = recorder.0.clone();
         let (stop, stopped) = oneshot::channel::<()>();
+        let mut server = tonic::transport::Server::builder();
+        if let Some(tls) = tls {
+            server = server.tls_config(tls).expect("a usable TLS config");
+        }
         tokio::spawn(
-            tonic::transport::Server::builder()
+            server
                 .add_service(TraceServiceServer::new(recorder))
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
                     let _ = stopped.await;

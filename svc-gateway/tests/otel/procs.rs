@@ -1,4 +1,6 @@
-//! The real binaries as child processes, killed when the test ends.
+//! The real binaries as child processes, killed when the test ends. Shared by test files that
+//! each use part of it.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -44,6 +46,20 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+impl Child {
+    /// Sends SIGTERM and waits, at most `within`, for the process to exit; its exit code.
+    pub(crate) async fn terminate(mut self, within: Duration) -> Option<i32> {
+        let pid = self.0.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(matches!(sent, Ok(s) if s.success()), "SIGTERM sent");
+        let waited = tokio::task::spawn_blocking(move || self.0.wait());
+        match tokio::time::timeout(within, waited).await {
+            Ok(Ok(Ok(status))) => status.code(),
+            _ => None,
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod sentry_sink;
 pub mod stack;
 pub mod upstream;
 
@@ -18,7 +19,7 @@ use svc_gateway::{Gateway, Running};
 pub use auth as fake_auth;
 pub use auth::World;
 pub use client::{HttpClient, Reply, client, next_data, open, send};
-pub use upstream::{Script, Upstream, chunk, completion};
+pub use upstream::{Reported, Script, Upstream, chunk, completion};
 
 /// The provider key the live tests configure; it must reach the upstream and nothing else.
 pub const PROVIDER_KEY: &str = "sk-provider-secret-0123456789abcdef";

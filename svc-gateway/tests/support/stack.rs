@@ -13,7 +13,9 @@ use svc_auth_server::store::postgres::PoolSettings;
 use svc_auth_server::{RunningServer, Server};
 use svc_gateway::Running;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
-use svc_proto::v1::{CreateTokenRequest, RevokeTokenRequest};
+use svc_proto::v1::{
+    CreateTokenRequest, GetUsageRequest, GetUsageResponse, RevokeTokenRequest, UsageGroupBy,
+};
 use svc_testkit::{FaultProxy, TestDb};
 use uuid::Uuid;
 
@@ -95,6 +97,16 @@ impl Stack {
 
     /// A token of the seeded org with exactly `permissions`, minted through CreateToken.
     pub async fn token_with(&self, permissions: i64) -> (Uuid, String) {
+        self.token_limited(permissions, None, None).await
+    }
+
+    /// A token with `permissions` and its own requests and tokens per minute.
+    pub async fn token_limited(
+        &self,
+        permissions: i64,
+        rpm_limit: Option<u32>,
+        tpm_limit: Option<u64>,
+    ) -> (Uuid, String) {
         let mut client = self.admin_client().await;
         let mut request = tonic::Request::new(CreateTokenRequest {
             org_id: self.seed.org_id.to_string(),
@@ -103,6 +115,8 @@ impl Stack {
             permissions,
             expires_at: None,
             name: Some("gateway test".into()),
+            rpm_limit,
+            tpm_limit,
         });
         request.metadata_mut().insert(
             "authorization",
@@ -136,6 +150,38 @@ impl Stack {
                 .await
                 .expect("connect to the auth server");
         AuthServiceClient::new(channel)
+    }
+
+    /// The seeded admin's GetUsage of `org_id` (empty: its own) grouped by `group_by`, one page.
+    pub async fn usage(
+        &self,
+        org_id: &str,
+        group_by: UsageGroupBy,
+        page_size: i32,
+        page_token: String,
+    ) -> Result<GetUsageResponse, tonic::Status> {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(GetUsageRequest {
+            org_id: org_id.to_owned(),
+            start_time: None,
+            end_time: None,
+            group_by: group_by as i32,
+            page_size,
+            page_token,
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client
+            .get_usage(request)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// A FaultProxy in front of the test database, and the DSN that goes through it.
+    pub async fn db_proxy(&self) -> (FaultProxy, String) {
+        FaultProxy::for_postgres(self.db.url()).await
     }
 
     /// A second org (its own tokens and agents) in the same database.

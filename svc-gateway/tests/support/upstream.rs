@@ -25,6 +25,9 @@ pub enum Script {
     Hang,
     /// Waits for [`Upstream::release`], then answers like [`Script::Json`].
     Gated(u16, serde_json::Value),
+    /// A completion whose usage differs from call to call (from a counter), summed in
+    /// [`Upstream::reported`]: what the ledger must add up to.
+    Counted,
     /// SSE: `before`, then waits for [`Upstream::release`], then `after`; then ends, or with
     /// `fail` aborts the body mid-stream.
     Stream {
@@ -48,6 +51,16 @@ struct Inner {
     release: Notify,
     /// Signalled when the gateway dropped a streamed body before the upstream finished it.
     stream_dropped: Notify,
+    /// What [`Script::Counted`] reported: calls, prompt tokens, completion tokens.
+    reported: Mutex<Reported>,
+}
+
+/// The usage a [`Script::Counted`] upstream reported, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reported {
+    pub calls: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
 }
 
 /// A running fake upstream.
@@ -88,6 +101,7 @@ impl Upstream {
             seen: Mutex::new(Vec::new()),
             release: Notify::new(),
             stream_dropped: Notify::new(),
+            reported: Mutex::new(Reported::default()),
         });
         // Every OpenAI route the gateway forwards gets the scripted answer.
         let app = Router::new()
@@ -112,6 +126,11 @@ impl Upstream {
 
     pub fn seen(&self) -> Vec<Seen> {
         self.inner.seen.lock().unwrap().clone()
+    }
+
+    /// The usage [`Script::Counted`] reported so far.
+    pub fn reported(&self) -> Reported {
+        *self.inner.reported.lock().unwrap()
     }
 
     /// Lets a waiting stream send the rest.
@@ -151,6 +170,26 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             .header("content-type", content_type)
             .body(Body::from(body))
             .unwrap(),
+        Script::Counted => {
+            let (prompt, output) = {
+                let mut reported = inner.reported.lock().unwrap();
+                reported.calls += 1;
+                let (prompt, output) = (3 + reported.calls % 11, 1 + reported.calls % 7);
+                reported.prompt_tokens += prompt;
+                reported.completion_tokens += output;
+                (prompt, output)
+            };
+            let mut json = completion("counted");
+            json["usage"] = serde_json::json!({
+                "prompt_tokens": prompt,
+                "completion_tokens": output,
+                "total_tokens": prompt + output,
+            });
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from(json.to_string()))
+                .unwrap()
+        }
         Script::Hang => std::future::pending().await,
         Script::Gated(status, json) => {
             inner.release.notified().await;

@@ -2,8 +2,11 @@
 //!
 //! Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector; then a
 //! `tracing-opentelemetry` layer sits beside the log layer and a batch exporter ships sampled
-//! spans. Sampling is parent-based: a caller's sampling decision in `traceparent` stands, and a
-//! trace that starts here is kept with probability `OTEL_SAMPLE_RATIO` by its trace id, so every
+//! spans. An `https://` collector is reached over TLS (rustls on ring), trusting the Mozilla
+//! roots plus the PEM CA file `OTEL_EXPORTER_OTLP_CERTIFICATE` names, when set.
+//!
+//! Sampling is parent-based: a caller's sampling decision in `traceparent` stands, and a trace
+//! that starts here is kept with probability `OTEL_SAMPLE_RATIO` by its trace id, so every
 //! service that sees the same trace id with the same ratio decides alike.
 //!
 //! ```
@@ -20,6 +23,18 @@
 //! assert_eq!(settings.service_name, "auth");
 //! assert_eq!(settings.deployment_environment, "staging");
 //! assert_eq!(settings.sample_ratio, 0.01);
+//!
+//! let vars = Vars::from_pairs([("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317")]);
+//! let settings = OtelSettings::from_vars(&vars, "svc-gateway", Environment::Production).unwrap();
+//! assert_eq!(settings.endpoint.as_deref(), Some("https://collector:4317"));
+//!
+//! // A CA file is for a TLS collector only, and must hold certificates.
+//! let vars = Vars::from_pairs([
+//!     ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+//!     ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/ssl/collector-ca.pem"),
+//! ]);
+//! let error = OtelSettings::from_vars(&vars, "svc-gateway", Environment::Staging).unwrap_err();
+//! assert_eq!(error.variable, "OTEL_EXPORTER_OTLP_CERTIFICATE");
 //! ```
 
 use std::cell::Cell;
@@ -30,7 +45,8 @@ use opentelemetry::trace::{
     TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::{SpanExporter, WithExportConfig};
+use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
+use opentelemetry_otlp::{SpanExporter, WithExportConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider};
 use svc_tower::request_id::TraceId;
@@ -41,8 +57,12 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{ConfigError, Environment, Vars};
 
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`: `host:port` of an OTLP gRPC collector; empty means no export.
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`: `host:port` (or `http://host:port`) of an OTLP gRPC
+/// collector, `https://host:port` for one served over TLS; empty means no export.
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`: a PEM file of CA certificates trusted for an `https://`
+/// collector, beside the Mozilla roots.
+pub const OTEL_EXPORTER_OTLP_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE";
 /// `OTEL_SAMPLE_RATIO`: the share of traces started here that are kept, 0..=1.
 pub const OTEL_SAMPLE_RATIO: &str = "OTEL_SAMPLE_RATIO";
 /// `OTEL_SERVICE_NAME`: the exported `service.name`.
@@ -61,8 +81,10 @@ pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Trace export settings, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtelSettings {
-    /// The collector as `http://host:port`; `None` means no export.
+    /// The collector as `http://host:port` or `https://host:port`; `None` means no export.
     pub endpoint: Option<String>,
+    /// The PEM CA certificates of `OTEL_EXPORTER_OTLP_CERTIFICATE`, read and checked at start.
+    pub ca_certificate: Option<Vec<u8>>,
     /// Root sampling ratio, 0..=1.
     pub sample_ratio: f64,
     /// `service.name`.
@@ -76,6 +98,7 @@ impl OtelSettings {
     pub fn disabled(service_name: &str, environment: Environment) -> OtelSettings {
         OtelSettings {
             endpoint: None,
+            ca_certificate: None,
             sample_ratio: DEFAULT_SAMPLE_RATIO,
             service_name: service_name.to_owned(),
             deployment_environment: environment.as_str().to_owned(),
@@ -88,10 +111,21 @@ impl OtelSettings {
         default_service_name: &str,
         environment: Environment,
     ) -> Result<OtelSettings, ConfigError> {
+        let endpoint = vars.parse_or(OTEL_EXPORTER_OTLP_ENDPOINT, None, |v| {
+            parse_endpoint(v).map(Some)
+        })?;
+        let ca_certificate = vars.parse_or(OTEL_EXPORTER_OTLP_CERTIFICATE, None, |path| {
+            if !endpoint
+                .as_deref()
+                .is_some_and(|e| e.starts_with("https://"))
+            {
+                return Err(format!("needs an https:// {OTEL_EXPORTER_OTLP_ENDPOINT}"));
+            }
+            read_ca_file(path).map(Some)
+        })?;
         Ok(OtelSettings {
-            endpoint: vars.parse_or(OTEL_EXPORTER_OTLP_ENDPOINT, None, |v| {
-                parse_endpoint(v).map(Some)
-            })?,
+            endpoint,
+            ca_certificate,
             sample_ratio: vars.parse_or(OTEL_SAMPLE_RATIO, DEFAULT_SAMPLE_RATIO, parse_ratio)?,
             service_name: vars
                 .get(OTEL_SERVICE_NAME)
@@ -106,30 +140,47 @@ impl OtelSettings {
     }
 }
 
-/// A collector address: `host:port`, or `http://host:port`; returned as `http://host:port`.
-///
-/// `https://` is refused: the exporter is built without TLS, and a silent plaintext
-/// connection to an address written as TLS would be worse than an error.
+/// A collector address: `host:port` or `http://host:port`, returned as `http://host:port`;
+/// or `https://host:port`, returned as is (export over TLS).
 pub fn parse_endpoint(value: &str) -> Result<String, String> {
     let invalid = || format!("invalid collector address {value:?} (expected host:port)");
-    if value.starts_with("https://") {
-        return Err(format!(
-            "invalid collector address {value:?} (TLS is not supported; expected host:port)"
-        ));
-    }
-    let host_port = value
-        .strip_prefix("http://")
-        .unwrap_or(value)
-        .trim_end_matches('/');
+    let (scheme, rest) = match value.split_once("://") {
+        Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
+        Some(_) => return Err(invalid()),
+        None => ("http", value),
+    };
+    let host_port = rest.trim_end_matches('/');
     let (host, port) = host_port.rsplit_once(':').ok_or_else(invalid)?;
     let host_ok = !host.is_empty()
         && !host
             .chars()
             .any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#'));
     match port.parse::<u16>() {
-        Ok(port) if port > 0 && host_ok => Ok(format!("http://{host}:{port}")),
+        Ok(port) if port > 0 && host_ok => Ok(format!("{scheme}://{host}:{port}")),
         _ => Err(invalid()),
     }
+}
+
+/// Reads a PEM file of CA certificates; a file that cannot be read, holds no certificate, or
+/// holds one that does not parse is refused, so a typo stops the start rather than every
+/// export failing its handshake later.
+pub fn read_ca_file(path: &str) -> Result<Vec<u8>, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {path:?}: {e}"))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&pem) {
+        let certificate =
+            certificate.map_err(|e| format!("{path:?} is not a PEM certificate file: {e}"))?;
+        roots
+            .add(certificate)
+            .map_err(|e| format!("{path:?} holds an invalid certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{path:?} holds no PEM certificate"));
+    }
+    Ok(pem)
 }
 
 /// A ratio in 0..=1.
@@ -163,12 +214,18 @@ impl TraceExport {
         let Some(endpoint) = &settings.endpoint else {
             return Ok(None);
         };
-        let exporter = SpanExporter::builder()
+        let mut builder = SpanExporter::builder()
             .with_tonic()
             .with_endpoint(endpoint.clone())
-            .with_timeout(EXPORT_TIMEOUT)
-            .build()
-            .map_err(ExportError)?;
+            .with_timeout(EXPORT_TIMEOUT);
+        if endpoint.starts_with("https://") {
+            let mut tls = ClientTlsConfig::new().with_webpki_roots();
+            if let Some(pem) = &settings.ca_certificate {
+                tls = tls.ca_certificate(Certificate::from_pem(pem));
+            }
+            builder = builder.with_tls_config(tls);
+        }
+        let exporter = builder.build().map_err(ExportError)?;
         let resource = Resource::builder_empty()
             .with_service_name(settings.service_name.clone())
             .with_attribute(KeyValue::new(
@@ -288,7 +345,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_are_host_port_with_an_optional_http_scheme() {
+    fn endpoints_are_host_port_with_an_optional_http_or_https_scheme() {
         assert_eq!(
             parse_endpoint("collector:4317").as_deref(),
             Ok("http://collector:4317")
@@ -301,13 +358,17 @@ mod tests {
             parse_endpoint("[::1]:4317").as_deref(),
             Ok("http://[::1]:4317")
         );
+        assert_eq!(
+            parse_endpoint("https://collector.example.com:443/").as_deref(),
+            Ok("https://collector.example.com:443")
+        );
         for bad in [
             "collector",
             "collector:",
             ":4317",
             "collector:0",
             "collector:99999",
-            "https://collector:4317",
+            "https://collector",
             "ftp://collector:4317",
             "user@collector:4317",
         ] {

@@ -28,6 +28,7 @@
 //!     token_id: Uuid::now_v7(),
 //!     user_id: None,
 //!     agent_id: None,
+//!     limits: Default::default(),
 //! };
 //! let mut request = Request::builder().header("x-svc-agent-id", agent.to_string()).body(()).unwrap();
 //! request.extensions_mut().insert(context.clone());
@@ -64,6 +65,5 @@
 mod service;
 mod validator;
 
-pub use crate::auth::ResponseFuture;
-pub use service::{AgentCheck, AgentCheckLayer, X_SVC_AGENT_ID};
+pub use service::{AgentCheck, AgentCheckLayer, AgentIdCheck, X_SVC_AGENT_ID};
 pub use validator::{AgentError, AgentValidator};

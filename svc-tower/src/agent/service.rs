@@ -1,17 +1,14 @@
-//! The AgentCheck layer and service.
+//! The AgentCheck layer: [`AsyncCheck`] with the agent-header check.
 
 use std::fmt;
-use std::mem;
-use std::task::{Context, Poll};
 
-use http::{HeaderName, Request, Response};
-use tower::{Layer, Service};
+use http::{HeaderName, Request};
+use tower::Layer;
 use uuid::Uuid;
 
 use super::validator::{AgentError, AgentValidator};
-use crate::auth::ResponseFuture;
-use crate::body::ResponseBody;
-use crate::context::OrgContext;
+use crate::check::{AsyncCheck, BoxCheck, CheckRequest};
+use crate::context::{AgentStanding, AgentVerdict, OrgContext};
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use crate::trace_context;
 
@@ -24,16 +21,21 @@ const FIELD: &str = "X-SVC-Agent-ID";
 /// `Retry-After` on 503 `AUTH_UNAVAILABLE`.
 const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 1;
 
+/// Verifies `X-SVC-Agent-ID` against the token's org; see the [module docs](super).
+pub type AgentCheck<S, V> = AsyncCheck<S, AgentIdCheck<V>>;
+
 /// Applies [`AgentCheck`]; see the [module docs](super).
 #[derive(Clone)]
 pub struct AgentCheckLayer<V> {
-    validator: V,
+    check: AgentIdCheck<V>,
 }
 
 impl<V: AgentValidator> AgentCheckLayer<V> {
     /// Verifies agents with `validator`.
     pub fn new(validator: V) -> AgentCheckLayer<V> {
-        AgentCheckLayer { validator }
+        AgentCheckLayer {
+            check: AgentIdCheck { validator },
+        }
     }
 }
 
@@ -47,67 +49,58 @@ impl<S, V: Clone> Layer<S> for AgentCheckLayer<V> {
     type Service = AgentCheck<S, V>;
 
     fn layer(&self, inner: S) -> AgentCheck<S, V> {
-        AgentCheck {
-            inner,
-            validator: self.validator.clone(),
-        }
+        AsyncCheck::new(inner, self.check.clone())
     }
 }
 
-/// Verifies `X-SVC-Agent-ID` against the token's org; see the [module docs](super).
+/// The [`CheckRequest`] of [`AgentCheck`]: the agent header through an [`AgentValidator`].
 #[derive(Clone)]
-pub struct AgentCheck<S, V> {
-    inner: S,
+pub struct AgentIdCheck<V> {
     validator: V,
 }
 
-impl<S, V: AgentValidator> AgentCheck<S, V> {
-    /// An [`AgentCheckLayer`] over `validator`.
-    pub fn layer(validator: V) -> AgentCheckLayer<V> {
-        AgentCheckLayer::new(validator)
-    }
-}
-
-impl<S: fmt::Debug, V> fmt::Debug for AgentCheck<S, V> {
+impl<V> fmt::Debug for AgentIdCheck<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AgentCheck")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
+        f.debug_struct("AgentIdCheck").finish_non_exhaustive()
     }
 }
 
-impl<S, V, ReqBody, ResBody> Service<Request<ReqBody>> for AgentCheck<S, V>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    V: AgentValidator,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<Uuid, ReqBody, S, S::Future>;
+impl<V: AgentValidator, B> CheckRequest<B> for AgentIdCheck<V> {
+    type Output = Uuid;
+    type Future = BoxCheck<Uuid>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+    fn check(&mut self, req: &Request<B>) -> Result<Self::Future, ApiError> {
         // The org comes from the validated token only, never from the request.
         let Some(context) = req.extensions().get::<OrgContext>() else {
-            return ResponseFuture::reject(ApiError::new(ErrorCode::MissingToken));
+            return Err(ApiError::new(ErrorCode::MissingToken));
         };
-        let agent_id = match agent_header(&req) {
+        let agent_id = match agent_header(req) {
             Ok(agent_id) => agent_id,
-            Err(ErrorCode::ValidationError) => return ResponseFuture::reject(invalid_format()),
-            Err(code) => return ResponseFuture::reject(ApiError::new(code)),
+            Err(ErrorCode::ValidationError) => return Err(invalid_format()),
+            Err(code) => return Err(ApiError::new(code)),
         };
         if context.agent_id.is_some_and(|bound| bound != agent_id) {
             // A token bound to one agent cannot speak for another, even of its own org.
-            return ResponseFuture::reject(ApiError::new(ErrorCode::AgentNotAuthorized));
+            return Err(ApiError::new(ErrorCode::AgentNotAuthorized));
+        }
+        // PatAuth may have asked about this agent with the token, in the token's org.
+        let known = req
+            .extensions()
+            .get::<AgentVerdict>()
+            .filter(|verdict| verdict.agent_id == agent_id);
+        if let Some(verdict) = known {
+            let decided = match verdict.standing {
+                AgentStanding::Active => Ok(agent_id),
+                AgentStanding::Inactive => Err(rejection(AgentError::Suspended)),
+                AgentStanding::NotInOrg => Err(rejection(AgentError::NotAuthorized)),
+            };
+            return Ok(Box::pin(std::future::ready(decided)));
         }
         let org_id = context.org_id;
         let validator = self.validator.clone();
         // A tracer's TraceParent extension, else the TraceId: GrpcAuthClient sends it.
         let trace = trace_context::of_request(req.extensions());
-        let check = Box::pin(async move {
+        Ok(Box::pin(async move {
             let agent = agent_id.hyphenated().to_string();
             // Called, not only polled, inside the scope: a closure's synchronous part sees the
             // trace too. GrpcAuthClient sends it with ValidateAgent.
@@ -116,10 +109,13 @@ where
                 Ok(()) => Ok(agent_id),
                 Err(err) => Err(rejection(err)),
             }
-        });
-        let clone = self.inner.clone();
-        let inner = mem::replace(&mut self.inner, clone);
-        ResponseFuture::check(check, req, inner, set_agent)
+        }))
+    }
+
+    fn apply(req: &mut Request<B>, agent_id: Uuid) {
+        if let Some(context) = req.extensions_mut().get_mut::<OrgContext>() {
+            context.agent_id = Some(agent_id);
+        }
     }
 }
 
@@ -149,12 +145,6 @@ fn invalid_format() -> ApiError {
     ))
 }
 
-fn set_agent<B>(req: &mut Request<B>, agent_id: Uuid) {
-    if let Some(context) = req.extensions_mut().get_mut::<OrgContext>() {
-        context.agent_id = Some(agent_id);
-    }
-}
-
 fn rejection(err: AgentError) -> ApiError {
     match err {
         AgentError::NotAuthorized => ApiError::new(ErrorCode::AgentNotAuthorized),
@@ -172,7 +162,7 @@ mod tests {
     use std::convert::Infallible;
     use std::sync::{Arc, Mutex};
 
-    use http::{HeaderValue, StatusCode, header};
+    use http::{HeaderValue, Response, StatusCode, header};
     use http_body_util::BodyExt;
     use tower::{ServiceExt, service_fn};
 
@@ -187,6 +177,7 @@ mod tests {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: bound,
+            limits: Default::default(),
         }
     }
 
@@ -248,6 +239,51 @@ mod tests {
             *asked.lock().unwrap(),
             vec![(context.org_id, agent.to_string())]
         );
+    }
+
+    #[tokio::test]
+    async fn a_verdict_prefetched_with_the_token_decides_without_the_validator() {
+        let (validator, asked) = fixed(Ok(()));
+        let svc = AgentCheckLayer::new(validator).layer(service_fn(echo_agent));
+        let context = context(None);
+        let agent = Uuid::new_v4();
+        let with = |standing| {
+            let mut req = request(Some(&context), Some(&agent.to_string()));
+            req.extensions_mut().insert(AgentVerdict {
+                agent_id: agent,
+                standing,
+            });
+            req
+        };
+        let ok = svc
+            .clone()
+            .oneshot(with(AgentStanding::Active))
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK);
+        let inactive = svc
+            .clone()
+            .oneshot(with(AgentStanding::Inactive))
+            .await
+            .unwrap();
+        assert_eq!(*error(&inactive).code(), ErrorCode::AgentSuspended);
+        let stranger = svc
+            .clone()
+            .oneshot(with(AgentStanding::NotInOrg))
+            .await
+            .unwrap();
+        assert_eq!(*error(&stranger).code(), ErrorCode::AgentNotAuthorized);
+        assert!(asked.lock().unwrap().is_empty(), "the validator was asked");
+
+        // A verdict about another agent is no answer: the validator is asked.
+        let mut other = request(Some(&context), Some(&agent.to_string()));
+        other.extensions_mut().insert(AgentVerdict {
+            agent_id: Uuid::new_v4(),
+            standing: AgentStanding::Active,
+        });
+        let response = svc.oneshot(other).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(asked.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]

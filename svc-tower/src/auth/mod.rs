@@ -24,6 +24,7 @@
 //!                 token_id: Uuid::now_v7(),
 //!                 user_id: None,
 //!                 agent_id: None,
+//!                 limits: Default::default(),
 //!             }),
 //!             false => Err(TokenError::Invalid),
 //!         }
@@ -69,17 +70,11 @@
 //! PatAuth (or after AgentCheck: the order between those two does not matter).
 
 mod failures;
-mod future;
-#[cfg(feature = "grpc")]
-pub mod grpc;
 mod permission;
 mod service;
 mod validator;
 
 pub use failures::{AddrFn, AuthFailureLimit, DEFAULT_MAX_ADDRESSES};
-pub use future::ResponseFuture;
-#[cfg(feature = "grpc")]
-pub use grpc::GrpcAuthClient;
 pub use permission::{RequirePermission, RequirePermissionLayer};
-pub use service::{PatAuth, PatAuthLayer};
+pub use service::{PatAuth, PatAuthLayer, PatCheck};
 pub use validator::{PAT_PREFIX, TokenError, TokenValidator, bearer_token, is_pat_shaped};

@@ -1,12 +1,13 @@
 //! The RequirePermission guard.
 
+use std::future::Ready;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::future::ResponseFuture;
 use crate::body::ResponseBody;
+use crate::check::ResponseFuture;
 use crate::context::{OrgContext, Permissions};
 use crate::error::{ApiError, ErrorCode};
 
@@ -60,7 +61,7 @@ where
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
-    type Future = ResponseFuture<(), ReqBody, S, S::Future>;
+    type Future = ResponseFuture<(), Ready<Result<(), ApiError>>, ReqBody, S, S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -100,6 +101,7 @@ mod tests {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         });
         req
     }

@@ -1,40 +1,43 @@
-//! The PatAuth layer and service.
+//! The PatAuth layer: [`AsyncCheck`] with the bearer-token check.
 
 use std::fmt;
-use std::mem;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http::{Request, Response};
-use tower::{Layer, Service};
+use http::Request;
+use tower::Layer;
+use uuid::Uuid;
 
 use super::failures::{Admit, AuthFailureLimit};
-use super::future::ResponseFuture;
 use super::validator::{TokenError, TokenValidator, bearer_token};
-use crate::body::ResponseBody;
-use crate::context::OrgContext;
+use crate::agent::X_SVC_AGENT_ID;
+use crate::check::{AsyncCheck, BoxCheck, CheckRequest};
+use crate::context::{AgentVerdict, OrgContext};
 use crate::error::{ApiError, ErrorCode};
-use crate::metrics::{ProxyMetrics, ResultLabel};
+use crate::metrics::ProxyMetrics;
 use crate::trace_context;
 
 /// `Retry-After` on 503 `SERVICE_DEGRADED`: an outage of the auth service is usually short.
 const DEGRADED_RETRY_AFTER_SECS: u64 = 1;
 
+/// Validates the bearer PAT and inserts the [`OrgContext`]; see the [module docs](super).
+pub type PatAuth<S, V> = AsyncCheck<S, PatCheck<V>>;
+
 /// Applies [`PatAuth`]; see the [module docs](super).
 #[derive(Clone)]
 pub struct PatAuthLayer<V> {
-    validator: V,
-    metrics: Option<ProxyMetrics>,
-    failures: Option<AuthFailureLimit>,
+    check: PatCheck<V>,
 }
 
 impl<V: TokenValidator> PatAuthLayer<V> {
     /// Authenticates requests with `validator`.
     pub fn new(validator: V) -> PatAuthLayer<V> {
         PatAuthLayer {
-            validator,
-            metrics: None,
-            failures: None,
+            check: PatCheck {
+                validator,
+                metrics: None,
+                failures: None,
+                prefetch_agent: false,
+            },
         }
     }
 
@@ -42,14 +45,23 @@ impl<V: TokenValidator> PatAuthLayer<V> {
     /// client address over `limit`'s rejected tokens per minute. Clones of the limit share
     /// their counts, so one limit can guard several routes.
     pub fn failure_limit(mut self, limit: AuthFailureLimit) -> PatAuthLayer<V> {
-        self.failures = Some(limit);
+        self.check.failures = Some(limit);
+        self
+    }
+
+    /// Asks the validator about the request's `X-SVC-Agent-ID` in the same call as the token
+    /// ([`TokenValidator::validate_with_agent`]) and puts the answer on the request as an
+    /// [`AgentVerdict`], which a later AgentCheck decides from without a second round trip.
+    /// For stacks with AgentCheck behind PatAuth; without it the lookup would be wasted.
+    pub fn prefetch_agent(mut self) -> PatAuthLayer<V> {
+        self.check.prefetch_agent = true;
         self
     }
 
     /// Records each validation in `svc_proxy_auth_validate_duration_seconds{result}`, with
     /// `result` one of `ok`, `invalid`, `unavailable`, `timeout`, `error`.
     pub fn metrics(mut self, metrics: ProxyMetrics) -> PatAuthLayer<V> {
-        self.metrics = Some(metrics);
+        self.check.metrics = Some(metrics);
         self
     }
 }
@@ -57,9 +69,8 @@ impl<V: TokenValidator> PatAuthLayer<V> {
 impl<V> fmt::Debug for PatAuthLayer<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PatAuthLayer")
-            .field("metrics", &self.metrics.is_some())
-            .field("failures", &self.failures)
-            .finish_non_exhaustive()
+            .field("check", &self.check)
+            .finish()
     }
 }
 
@@ -67,103 +78,89 @@ impl<S, V: Clone> Layer<S> for PatAuthLayer<V> {
     type Service = PatAuth<S, V>;
 
     fn layer(&self, inner: S) -> PatAuth<S, V> {
-        PatAuth {
-            inner,
-            validator: self.validator.clone(),
-            metrics: self.metrics.clone(),
-            failures: self.failures.clone(),
-        }
+        AsyncCheck::new(inner, self.check.clone())
     }
 }
 
-/// Validates the bearer PAT and inserts the [`OrgContext`]; see the [module docs](super).
+/// The [`CheckRequest`] of [`PatAuth`]: the bearer token through a [`TokenValidator`].
 #[derive(Clone)]
-pub struct PatAuth<S, V> {
-    inner: S,
+pub struct PatCheck<V> {
     validator: V,
     metrics: Option<ProxyMetrics>,
     failures: Option<AuthFailureLimit>,
+    prefetch_agent: bool,
 }
 
-impl<S, V: TokenValidator> PatAuth<S, V> {
-    /// A [`PatAuthLayer`] over `validator`.
-    pub fn layer(validator: V) -> PatAuthLayer<V> {
-        PatAuthLayer::new(validator)
-    }
-}
-
-impl<S: fmt::Debug, V> fmt::Debug for PatAuth<S, V> {
+impl<V> fmt::Debug for PatCheck<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PatAuth")
-            .field("inner", &self.inner)
+        f.debug_struct("PatCheck")
             .field("metrics", &self.metrics.is_some())
+            .field("failures", &self.failures)
+            .field("prefetch_agent", &self.prefetch_agent)
             .finish_non_exhaustive()
     }
 }
 
-impl<S, V, ReqBody, ResBody> Service<Request<ReqBody>> for PatAuth<S, V>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    V: TokenValidator,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<OrgContext, ReqBody, S, S::Future>;
+impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
+    type Output = (OrgContext, Option<AgentVerdict>);
+    type Future = BoxCheck<Self::Output>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let token = match bearer_token(req.headers()) {
-            Ok(token) => token.to_owned(),
-            Err(code) => return ResponseFuture::reject(ApiError::new(code)),
-        };
+    fn check(&mut self, req: &Request<B>) -> Result<Self::Future, ApiError> {
+        let token = bearer_token(req.headers())
+            .map_err(ApiError::new)?
+            .to_owned();
         let failures = self.failures.clone().map(|limit| {
             let key = limit.key(req.headers(), req.extensions());
             (limit.admit(key), limit)
         });
         if let Some((Admit::Refuse { retry_after }, _)) = failures {
-            return ResponseFuture::reject(
-                ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after),
-            );
+            return Err(ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after));
         }
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
+        // Only a well-formed agent id is worth asking about; AgentCheck refuses the rest.
+        let agent = self
+            .prefetch_agent
+            .then(|| single_agent_id(req.headers()))
+            .flatten();
         // A tracer's TraceParent extension, else the TraceId: GrpcAuthClient sends it.
         let trace = trace_context::of_request(req.extensions());
-        let check = Box::pin(async move {
+        Ok(Box::pin(async move {
             let started = Instant::now();
             // Called, not only polled, inside the scope: a closure's synchronous part sees the
             // trace too. GrpcAuthClient sends it with ValidateToken.
-            let outcome =
-                trace_context::scope_request(trace, async { validator.validate(&token).await })
-                    .await;
+            let validate = async { validator.validate_with_agent(&token, agent).await };
+            let outcome = trace_context::scope_request(trace, validate).await;
             drop(token);
             if let Some((admit, limit)) = failures {
                 limit.settle(admit, matches!(outcome, Err(TokenError::Invalid)));
             }
-            let result = match &outcome {
-                Ok(_) => "ok",
-                Err(err) => err.label(),
-            };
             if let Some(metrics) = metrics {
-                metrics
-                    .auth_validate_duration
-                    .get_or_create(&ResultLabel { result })
-                    .observe(started.elapsed().as_secs_f64());
+                let result = match &outcome {
+                    Ok(_) => "ok",
+                    Err(err) => err.label(),
+                };
+                metrics.auth_validated(result, started.elapsed());
             }
             outcome.map_err(rejection)
-        });
-        // The clone may not be ready; the instance poll_ready readied goes with this request.
-        let clone = self.inner.clone();
-        let inner = mem::replace(&mut self.inner, clone);
-        ResponseFuture::check(check, req, inner, insert_context)
+        }))
+    }
+
+    fn apply(req: &mut Request<B>, (context, agent): Self::Output) {
+        req.extensions_mut().insert(context);
+        if let Some(verdict) = agent {
+            req.extensions_mut().insert(verdict);
+        }
     }
 }
 
-fn insert_context<B>(req: &mut Request<B>, context: OrgContext) {
-    req.extensions_mut().insert(context);
+/// The agent id of a single, well-formed `X-SVC-Agent-ID` header.
+fn single_agent_id(headers: &http::HeaderMap) -> Option<Uuid> {
+    let mut values = headers.get_all(&X_SVC_AGENT_ID).iter();
+    match (values.next(), values.next()) {
+        (Some(value), None) => Uuid::try_parse(value.to_str().ok()?.trim()).ok(),
+        _ => None,
+    }
 }
 
 /// Fails closed: anything but a definite "invalid" is a 503 the caller may retry.
@@ -187,9 +184,10 @@ mod tests {
     use std::pin::{Pin, pin};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
 
     use bytes::Bytes;
-    use http::{HeaderValue, StatusCode, header};
+    use http::{HeaderValue, Response, StatusCode, header};
     use http_body::{Body, Frame};
     use http_body_util::{BodyExt, Full};
     use prometheus_client::registry::Registry;
@@ -209,6 +207,7 @@ mod tests {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         }
     }
 
@@ -320,6 +319,74 @@ mod tests {
         assert_eq!(response.status(), StatusCode::OK);
         let body = response.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(body, context.org_id.to_string());
+    }
+
+    /// Answers the token with `context` and every agent as active, recording what was asked.
+    #[derive(Clone)]
+    struct WithAgents {
+        context: OrgContext,
+        asked: Arc<std::sync::Mutex<Vec<Option<Uuid>>>>,
+    }
+
+    impl TokenValidator for WithAgents {
+        async fn validate(&self, _: &str) -> Result<OrgContext, TokenError> {
+            Ok(self.context.clone())
+        }
+
+        async fn validate_with_agent(
+            &self,
+            _: &str,
+            agent: Option<Uuid>,
+        ) -> Result<(OrgContext, Option<AgentVerdict>), TokenError> {
+            self.asked.lock().unwrap().push(agent);
+            let verdict = agent.map(|agent_id| AgentVerdict {
+                agent_id,
+                standing: crate::context::AgentStanding::Active,
+            });
+            Ok((self.context.clone(), verdict))
+        }
+    }
+
+    #[tokio::test]
+    async fn prefetch_agent_asks_about_a_well_formed_agent_header_with_the_token() {
+        let validator = WithAgents {
+            context: context(),
+            asked: Arc::default(),
+        };
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let inner = service_fn(move |req: Request<()>| {
+            log.lock()
+                .unwrap()
+                .push(req.extensions().get::<AgentVerdict>().copied());
+            async { Ok::<_, Infallible>(Response::new(Full::<Bytes>::default())) }
+        });
+        let agent = Uuid::new_v4();
+        let with_agent = |value: &str| {
+            let mut req = request(Some(&format!("Bearer {TOKEN}")));
+            req.headers_mut()
+                .insert(&X_SVC_AGENT_ID, HeaderValue::from_str(value).unwrap());
+            req
+        };
+        let plain = PatAuthLayer::new(validator.clone()).layer(inner.clone());
+        plain.oneshot(with_agent(&agent.to_string())).await.unwrap();
+        let prefetching = PatAuthLayer::new(validator.clone())
+            .prefetch_agent()
+            .layer(inner);
+        prefetching
+            .clone()
+            .oneshot(with_agent(&agent.to_string()))
+            .await
+            .unwrap();
+        prefetching.oneshot(with_agent("not-a-uuid")).await.unwrap();
+        assert_eq!(
+            *validator.asked.lock().unwrap(),
+            vec![None, Some(agent), None]
+        );
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen[0], None, "without prefetch_agent nothing is learned");
+        assert_eq!(seen[1].map(|verdict| verdict.agent_id), Some(agent));
+        assert_eq!(seen[2], None);
     }
 
     #[tokio::test]

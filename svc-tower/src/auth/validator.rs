@@ -5,7 +5,7 @@ use std::future::Future;
 use http::{HeaderMap, header};
 use uuid::Uuid;
 
-use crate::context::OrgContext;
+use crate::context::{AgentVerdict, OrgContext};
 use crate::error::ErrorCode;
 
 /// Why a token was not accepted.
@@ -64,6 +64,18 @@ impl TokenError {
 pub trait TokenValidator: Clone + Send + Sync + 'static {
     /// Validates `token`, the full `svc_pat_...` value. The token is a secret: never log it.
     fn validate(&self, token: &str) -> impl Future<Output = Result<OrgContext, TokenError>> + Send;
+
+    /// Validates `token` and, when the backend can, also looks up `agent` in the token's org
+    /// in the same round trip. The default asks about the token only.
+    fn validate_with_agent(
+        &self,
+        token: &str,
+        agent: Option<Uuid>,
+    ) -> impl Future<Output = Result<(OrgContext, Option<AgentVerdict>), TokenError>> + Send {
+        let _ = agent;
+        let validate = self.validate(token);
+        async move { validate.await.map(|context| (context, None)) }
+    }
 }
 
 impl<F, Fut> TokenValidator for F

@@ -42,8 +42,8 @@
 //!
 //! Inside ErrorEnvelope (which renders the rejection) and outside PatAuth: the declared length
 //! is checked before any I/O, yet the body itself is only read by the handler, after
-//! authentication. The gateway stacks `BodyLimitLayer::new(SVC_MAX_REQUEST_BODY_BYTES)` and its
-//! chat handler reads the body with `body_limit::collect(body, max)`.
+//! authentication. A handler that buffers the body reads it with
+//! `body_limit::collect(body, max)`, with the same limit.
 
 mod body;
 mod service;

@@ -21,7 +21,7 @@ pub struct BodyLimitLayer {
 }
 
 impl BodyLimitLayer {
-    /// Limits request bodies to `max_bytes` (`SVC_MAX_REQUEST_BODY_BYTES`, 1 MiB by default).
+    /// Limits request bodies to `max_bytes`.
     pub fn new(max_bytes: usize) -> BodyLimitLayer {
         BodyLimitLayer { max_bytes }
     }

@@ -14,12 +14,10 @@ use tokio::time::{Timeout, timeout};
 use tower::{BoxError, Service};
 use uuid::Uuid;
 
+use super::config::{Config, storable};
 use super::fingerprint::Fingerprint;
 use super::guard::ClaimGuard;
-use super::layer::Config;
-use super::respond::{
-    called, in_progress, key_reuse, reject, replay, storable, stored_headers, unreadable,
-};
+use super::respond::{called, in_progress, key_reuse, reject, replay, stored_headers, unreadable};
 use super::store::{Claim, IdempotencyStore, StoredResponse};
 use crate::body::ResponseBody;
 use crate::envelope::EnvelopeRenderer;

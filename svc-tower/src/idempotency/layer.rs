@@ -6,90 +6,21 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderName, Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 use tower::{BoxError, Layer, Service};
 use uuid::Uuid;
 
+use super::config::{
+    Config, DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, MAX_KEY_CHARS,
+};
 use super::future::{ResponseFuture, Scope};
-use super::respond::transient;
 use super::store::IdempotencyStore;
 use crate::context::OrgContext;
 use crate::envelope::EnvelopeRenderer;
 use crate::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use crate::metrics::ProxyMetrics;
-
-/// `Idempotency-Key`: the client's key for one logical request.
-pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-/// `Idempotent-Replayed: true` marks a response served from the store.
-pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
-/// The response headers stored with a committed response and replayed with it.
-pub const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::CONTENT_ENCODING];
-
-/// The longest accepted `Idempotency-Key`, in characters.
-pub const MAX_KEY_CHARS: usize = 256;
-/// How long a committed response is replayed.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// How long a claim holds a key without a commit: longer than the provider timeout (60 s by
-/// default), bounded so a crashed replica never wedges a key.
-pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(120);
-/// The budget of one store operation before the layer fails open.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
-
-type RouteFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
-type RefuseFn = Arc<dyn Fn(&Parts, &[u8]) -> Option<ApiError> + Send + Sync>;
-type ReleaseFn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
-
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) ttl: Duration,
-    pub(crate) pending_ttl: Duration,
-    pub(crate) timeout: Duration,
-    pub(crate) metrics: Option<ProxyMetrics>,
-    route: Option<RouteFn>,
-    refuse: Option<RefuseFn>,
-    release: Option<ReleaseFn>,
-    /// Answered when the inner response body breaks off (nothing is stored).
-    pub(crate) broken_body: ErrorCode,
-}
-
-impl Config {
-    fn route(&self, parts: &Parts) -> String {
-        match &self.route {
-            Some(route) => route(parts),
-            None => parts.uri.path().to_owned(),
-        }
-    }
-
-    /// The caller's refusal of a keyed request, if any.
-    pub(crate) fn refuse(&self, parts: &Parts, body: &[u8]) -> Option<ApiError> {
-        self.refuse.as_ref().and_then(|refuse| refuse(parts, body))
-    }
-
-    /// Whether a response status frees the key instead of being stored.
-    pub(crate) fn releases(&self, status: StatusCode) -> bool {
-        match &self.release {
-            Some(release) => release(status),
-            None => transient(status),
-        }
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("ttl", &self.ttl)
-            .field("pending_ttl", &self.pending_ttl)
-            .field("timeout", &self.timeout)
-            .field("metrics", &self.metrics.is_some())
-            .field("route_fn", &self.route.is_some())
-            .field("refuse_fn", &self.refuse.is_some())
-            .field("release_fn", &self.release.is_some())
-            .field("broken_body", &self.broken_body)
-            .finish()
-    }
-}
 
 /// Applies [`Idempotency`]: replays completed requests that carry an `Idempotency-Key`.
 #[derive(Clone)]

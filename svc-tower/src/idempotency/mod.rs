@@ -31,6 +31,7 @@
 //!     token_id: uuid::Uuid::new_v4(),
 //!     user_id: None,
 //!     agent_id: None,
+//!     limits: Default::default(),
 //! };
 //! let mut bodies = Vec::new();
 //! for _ in 0..2 {
@@ -93,6 +94,7 @@
 //! Store failures and timeouts fail open: counted in
 //! `svc_proxy_store_failures_total{store="idempotency"}` and logged at most every few seconds.
 
+mod config;
 mod fingerprint;
 mod future;
 mod guard;
@@ -105,12 +107,13 @@ mod redis;
 mod respond;
 mod store;
 
+pub use config::{
+    DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+    MAX_KEY_CHARS, STORED_HEADERS,
+};
 pub use fingerprint::Fingerprint;
 pub use future::ResponseFuture;
-pub use layer::{
-    DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-    Idempotency, IdempotencyLayer, MAX_KEY_CHARS, STORED_HEADERS,
-};
+pub use layer::{Idempotency, IdempotencyLayer};
 pub use memory::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_ENTRIES, MemoryIdempotencyStore};
 #[cfg(feature = "redis")]
 pub use redis::RedisIdempotencyStore;

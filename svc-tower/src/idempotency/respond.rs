@@ -1,26 +1,13 @@
 //! The responses the layer writes itself.
 
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response};
 use tower::BoxError;
 
-use super::layer::Config;
-use super::layer::{IDEMPOTENT_REPLAYED, STORED_HEADERS};
+use super::config::{IDEMPOTENT_REPLAYED, STORED_HEADERS};
 use super::store::StoredResponse;
 use crate::body::ResponseBody;
 use crate::body_limit::is_length_limit_error;
 use crate::error::{ApiError, ErrorCode, X_SHOULD_RETRY};
-
-/// The default transient failure (429, 5xx): never stored, so the same key can retry.
-pub(crate) fn transient(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
-}
-
-/// Whether a response is stored for replay as it is. Transient failures are not; nor are
-/// rejections still waiting for the error envelope (they carry an [`ApiError`] and a
-/// placeholder body) when no renderer was found to write their bytes first.
-pub(crate) fn storable<B>(config: &Config, response: &Response<B>) -> bool {
-    !config.releases(response.status()) && response.extensions().get::<ApiError>().is_none()
-}
 
 pub(crate) fn stored_headers(headers: &HeaderMap) -> HeaderMap {
     let mut stored = HeaderMap::new();

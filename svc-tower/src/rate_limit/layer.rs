@@ -18,7 +18,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ProxyMetrics;
 use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
 
-/// The limit when none is configured (`SVC_RATE_LIMIT_RPM`).
+/// The limit when none is given: 600 requests per minute.
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 600;
 /// How long a decision may take before the layer fails open.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(25);
@@ -152,7 +152,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<I, ReqBody> {
-        let Some(org_id) = request.extensions().get::<OrgContext>().map(|c| c.org_id) else {
+        let Some(context) = request.extensions().get::<OrgContext>() else {
             return ResponseFuture {
                 state: State::Forward {
                     future: self.inner.call(request),
@@ -164,10 +164,18 @@ where
         // The clone may not be ready; the service we were polled ready on goes to the future.
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
-        let check = tokio::time::timeout(
-            self.config.timeout,
-            self.store.check(org_id, self.config.limit),
-        );
+        let org = self.store.check(context.org_id, self.config.limit);
+        // A token with a limit of its own counts against both; the stricter answers.
+        let decision: StoreFuture<Decision> = match context.limits.requests_per_minute {
+            None => org,
+            Some(limit) => {
+                let token = self
+                    .store
+                    .check_token(context.org_id, context.token_id, limit);
+                Box::pin(async move { Ok(token.await?.stricter(org.await?)) })
+            }
+        };
+        let check = tokio::time::timeout(self.config.timeout, decision);
         ResponseFuture {
             state: State::Checking {
                 check,
@@ -241,7 +249,7 @@ where
                     };
                     if !decision.allowed {
                         if let Some(metrics) = &this.config.metrics {
-                            metrics.rate_limited_total.inc();
+                            metrics.rate_limited();
                         }
                         return Poll::Ready(Ok(rejection(&decision)));
                     }

@@ -22,6 +22,7 @@
 //!     token_id: uuid::Uuid::new_v4(),
 //!     user_id: None,
 //!     agent_id: None,
+//!     limits: Default::default(),
 //! };
 //! let mut statuses = Vec::new();
 //! for _ in 0..3 {
@@ -57,6 +58,9 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod store;
+mod tokens;
+#[cfg(feature = "redis")]
+mod tokens_redis;
 
 pub use layer::{
     DEFAULT_REQUESTS_PER_MINUTE, DEFAULT_TIMEOUT, OrgRateLimit, OrgRateLimitLayer, ResponseFuture,
@@ -67,6 +71,12 @@ pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
 pub use store::{Decision, NoopRateLimitStore, PERIOD, RateLimitStore};
+pub use tokens::{
+    MemoryTokenBudgetStore, NoopTokenBudgetStore, TokenBudget, TokenBudgetStore, TokenDecision,
+    X_RATELIMIT_LIMIT_TOKENS, X_RATELIMIT_REMAINING_TOKENS, X_RATELIMIT_RESET_TOKENS,
+};
+#[cfg(feature = "redis")]
+pub use tokens_redis::RedisTokenBudgetStore;
 
 #[cfg(test)]
 mod tests;

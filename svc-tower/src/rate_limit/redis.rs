@@ -67,8 +67,22 @@ impl RedisRateLimitStore {
 
 impl RateLimitStore for RedisRateLimitStore {
     fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        self.check_key(org_key(&self.prefix, &org_id, "rl"), limit)
+    }
+
+    /// The token's allowance lives under its org's hash tag, `svc:{<org_id>}:rl:<token_id>`:
+    /// the same cluster slot as the org's.
+    fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        self.check_key(
+            org_key(&self.prefix, &org_id, &format!("rl:{token_id}")),
+            limit,
+        )
+    }
+}
+
+impl RedisRateLimitStore {
+    fn check_key(&self, key: String, limit: u32) -> StoreFuture<Decision> {
         let pool = self.pool.clone();
-        let key = org_key(&self.prefix, &org_id, "rl");
         let limit = limit.max(1);
         let gcra = Gcra::new(limit);
         Box::pin(async move {

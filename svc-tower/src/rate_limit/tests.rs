@@ -37,6 +37,7 @@ fn request(org_id: Option<Uuid>) -> Request<Full<Bytes>> {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         });
     }
     request
@@ -298,6 +299,7 @@ async fn works_as_an_infallible_axum_style_service() {
             token_id: Uuid::new_v4(),
             user_id: None,
             agent_id: None,
+            limits: Default::default(),
         });
         let response: Result<Response<_>, Infallible> = service.clone().oneshot(req).await;
         statuses.push(
@@ -526,4 +528,44 @@ fn durations_are_written_as_openai_writes_them() {
     assert_eq!(openai_duration(45), "45s");
     assert_eq!(openai_duration(360), "6m0s");
     assert_eq!(openai_duration(3723), "1h2m3s");
+}
+
+#[tokio::test]
+async fn a_tokens_own_lower_limit_binds_first_and_its_numbers_are_in_the_headers() {
+    let (inner, calls) = counting();
+    let service = ServiceBuilder::new()
+        .layer(OrgRateLimitLayer::new(MemoryRateLimitStore::new(), 10))
+        .service(inner);
+    let org_id = Uuid::new_v4();
+    let limited = |token_id: Uuid| {
+        let mut request = request(Some(org_id));
+        if let Some(context) = request.extensions_mut().get_mut::<OrgContext>() {
+            context.token_id = token_id;
+            context.limits.requests_per_minute = Some(2);
+        }
+        request
+    };
+    let token = Uuid::new_v4();
+    for remaining in ["1", "0"] {
+        let response = service.clone().oneshot(limited(token)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(&response, &X_RATELIMIT_LIMIT).as_deref(), Some("2"));
+        assert_eq!(
+            header(&response, &X_RATELIMIT_REMAINING_REQUESTS).as_deref(),
+            Some(remaining)
+        );
+    }
+    let refused = service.clone().oneshot(limited(token)).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&refused, &X_RATELIMIT_LIMIT).as_deref(), Some("2"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Another token of the org still has the org's allowance, less what the first spent.
+    let other = service
+        .clone()
+        .oneshot(request(Some(org_id)))
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    assert_eq!(header(&other, &X_RATELIMIT_LIMIT).as_deref(), Some("10"));
+    assert_eq!(header(&other, &X_RATELIMIT_REMAINING).as_deref(), Some("6"));
 }

@@ -51,6 +51,7 @@ pub enum Method {
     CreateToken,
     RevokeToken,
     ListTokens,
+    GetUsage,
 }
 
 impl Method {
@@ -62,6 +63,7 @@ impl Method {
             Method::CreateToken => "CreateToken",
             Method::RevokeToken => "RevokeToken",
             Method::ListTokens => "ListTokens",
+            Method::GetUsage => "GetUsage",
         }
     }
 }

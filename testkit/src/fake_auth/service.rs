@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use svc_proto::v1::auth_service_server::AuthService;
 use svc_proto::v1::{
-    CreateTokenRequest, CreateTokenResponse, ListTokensRequest, ListTokensResponse,
-    RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest, ValidateAgentResponse,
-    ValidateTokenRequest, ValidateTokenResponse,
+    CreateTokenRequest, CreateTokenResponse, GetUsageRequest, GetUsageResponse, ListTokensRequest,
+    ListTokensResponse, RevokeTokenRequest, RevokeTokenResponse, ValidateAgentRequest,
+    ValidateAgentResponse, ValidateTokenRequest, ValidateTokenResponse,
 };
 use tonic::{Code, Request, Response, Status};
 use tonic_types::{ErrorDetails, StatusExt};
@@ -34,6 +34,9 @@ impl Scripted {
             user_id: grant.user_id.map(|id| id.to_string()),
             token_id: grant.token_id.to_string(),
             expires_at: None,
+            agent: None,
+            rpm_limit: None,
+            tpm_limit: None,
         })
     }
 
@@ -127,5 +130,12 @@ impl AuthService for Scripted {
         request: Request<ListTokensRequest>,
     ) -> Result<Response<ListTokensResponse>, Status> {
         Err(self.unserved(Method::ListTokens, &request))
+    }
+
+    async fn get_usage(
+        &self,
+        request: Request<GetUsageRequest>,
+    ) -> Result<Response<GetUsageResponse>, Status> {
+        Err(self.unserved(Method::GetUsage, &request))
     }
 }

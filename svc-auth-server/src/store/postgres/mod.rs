@@ -6,6 +6,8 @@
 //! policy mistake alone exposes nothing. Connections run as the application role (see
 //! [`pool::app_pool`]), which the policies apply to.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
@@ -13,11 +15,11 @@ use uuid::Uuid;
 
 use super::driver_error;
 use super::references::{ReferenceLookups, check_token_references};
-use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
+use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS, ValidationWithAgentRow};
 use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
-    TokenMetadata, TokenRecord, User,
+    TokenMetadata, TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
 };
 
 pub mod pool;
@@ -84,6 +86,24 @@ fn connection_lost(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Tls(_) | sqlx::Error::Protocol(_))
 }
 
+/// [`Store::token_with_agent`]'s statement, built once.
+static TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
+    let token: Vec<String> = VALIDATION_COLUMNS
+        .split(", ")
+        .map(|column| format!("t.{column}"))
+        .collect();
+    let agent: Vec<String> = AGENT_COLUMNS
+        .split(", ")
+        .map(|column| format!("a.{column} AS asked_{column}"))
+        .collect();
+    format!(
+        "SELECT {}, {} FROM token_for_validation($1) AS t \
+         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true",
+        token.join(", "),
+        agent.join(", ")
+    )
+});
+
 impl Store for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.timer
@@ -111,6 +131,28 @@ impl Store for PgStore {
                 .await
                 .map_err(map_error)?;
                 row.map(TokenRecord::try_from).transpose()
+            })
+            .await
+    }
+
+    async fn token_with_agent(
+        &self,
+        token_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<(TokenRecord, Option<Agent>)>, StoreError> {
+        self.timer
+            .time(async {
+                // One statement: the token row, then the agent in the org that row names (never
+                // one the caller names), under row-level security as in `agent`.
+                let row: Option<ValidationWithAgentRow<DateTime<Utc>>> =
+                    sqlx::query_as(&TOKEN_WITH_AGENT)
+                        .bind(token_id)
+                        .bind(agent_id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(map_error)?;
+                row.map(<(TokenRecord, Option<Agent>)>::try_from)
+                    .transpose()
             })
             .await
     }
@@ -238,8 +280,9 @@ impl Store for PgStore {
                 check_token_references(&mut *tx, org_id, &token).await?;
                 let row: TokenRow = sqlx::query_as(&format!(
                     "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
-                                     secret_hash, expires_at, issuer_token_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {TOKEN_COLUMNS}"
+                                     secret_hash, expires_at, issuer_token_id, rpm_limit, \
+                                     tpm_limit) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {TOKEN_COLUMNS}"
                 ))
                 .bind(token.token_id)
                 .bind(org_id)
@@ -250,6 +293,8 @@ impl Store for PgStore {
                 .bind(&token.secret_hash)
                 .bind(token.expires_at)
                 .bind(token.issuer_token_id)
+                .bind(token.limits.columns().0)
+                .bind(token.limits.columns().1)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_insert_error(e, "token"))?;
@@ -319,6 +364,36 @@ impl Store for PgStore {
                 .map_err(map_error)?;
                 tx.commit().await.map_err(map_error)?;
                 rows.into_iter().map(TokenMetadata::try_from).collect()
+            })
+            .await
+    }
+
+    async fn usage(
+        &self,
+        org_id: Uuid,
+        query: &UsageQuery,
+    ) -> Result<Vec<UsageTotals>, StoreError> {
+        self.timer
+            .time(async {
+                let key = match query.group {
+                    UsageGroup::Token => "token_id::text",
+                    UsageGroup::Agent => "COALESCE(agent_id::text, '')",
+                    UsageGroup::Model => "model",
+                    UsageGroup::Day => "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+                };
+                let mut tx = self.tenant(org_id).await?;
+                let rows: Vec<UsageTotals> =
+                    sqlx::query_as(&super::usage::totals_sql(key, '$', "COLLATE \"C\""))
+                        .bind(org_id)
+                        .bind(query.start)
+                        .bind(query.end)
+                        .bind(query.after.as_deref())
+                        .bind(i64::from(query.limit))
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(map_error)?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(rows)
             })
             .await
     }

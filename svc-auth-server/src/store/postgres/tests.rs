@@ -43,6 +43,7 @@ fn chat_token(issuer_token_id: Option<Uuid>) -> NewToken {
         secret_hash: "$argon2id$placeholder".into(),
         expires_at: None,
         issuer_token_id,
+        limits: Default::default(),
     }
 }
 

@@ -31,9 +31,10 @@ use super::references::ReferenceLookups;
 use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
-    TokenMetadata, TokenRecord, User,
+    TokenMetadata, TokenRecord, UsageQuery, UsageTotals, User,
 };
 
+mod ledger;
 mod open;
 mod tenant;
 
@@ -261,6 +262,14 @@ impl Store for SqliteStore {
                 Ok(tokens)
             })
             .await
+    }
+
+    async fn usage(
+        &self,
+        org_id: Uuid,
+        query: &UsageQuery,
+    ) -> Result<Vec<UsageTotals>, StoreError> {
+        self.usage_totals(org_id, query).await
     }
 }
 

@@ -16,7 +16,7 @@ const SCHEMA: &str = include_str!("schema.sql");
 
 /// The `user_version` this build writes. A database stamped with a higher one was written by a
 /// newer build, whose schema this one may misread, so opening it is refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Default pool size for a file. SQLite has one writer at a time; a few connections let
 /// validation reads proceed while a token is written (WAL readers never wait for the writer).
@@ -90,23 +90,32 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
     Ok(pool)
 }
 
-/// Version 2: a database written by version 1 gets the tokens' issuer column, which
-/// `CREATE TABLE IF NOT EXISTS` does not add to an existing table.
-async fn add_issuer_column(tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
-    let present: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pragma_table_info('tokens') WHERE name = 'issuer_token_id'",
-    )
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(map_error)?;
-    if present == 0 {
-        sqlx::raw_sql(
-            "ALTER TABLE tokens ADD COLUMN issuer_token_id BLOB \
-             CHECK (length(issuer_token_id) = 16)",
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(map_error)?;
+/// Columns later schema versions added to `tokens`, which `CREATE TABLE IF NOT EXISTS` does
+/// not add to a table an older build created: version 2 the issuer, version 3 the limits.
+const ADDED_TOKEN_COLUMNS: [(&str, &str); 3] = [
+    (
+        "issuer_token_id",
+        "issuer_token_id BLOB CHECK (length(issuer_token_id) = 16)",
+    ),
+    ("rpm_limit", "rpm_limit INTEGER CHECK (rpm_limit > 0)"),
+    ("tpm_limit", "tpm_limit INTEGER CHECK (tpm_limit > 0)"),
+];
+
+async fn add_token_columns(tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+    for (name, definition) in ADDED_TOKEN_COLUMNS {
+        let present: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pragma_table_info('tokens') WHERE name = ?1")
+                .bind(name)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(map_error)?;
+        if present == 0 {
+            // The definition is a constant above, never input.
+            sqlx::raw_sql(&format!("ALTER TABLE tokens ADD COLUMN {definition}"))
+                .execute(&mut *tx)
+                .await
+                .map_err(map_error)?;
+        }
     }
     Ok(())
 }
@@ -134,7 +143,7 @@ async fn create_schema(pool: &SqlitePool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(map_error)?;
-    add_issuer_column(&mut tx).await?;
+    add_token_columns(&mut tx).await?;
     // PRAGMA takes no bind parameters; the value is a constant.
     sqlx::raw_sql(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .execute(&mut *tx)

@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked_at  INTEGER,
     -- The token that issued this one through CreateToken; added in schema version 2.
     issuer_token_id BLOB CHECK (length(issuer_token_id) = 16),
+    -- The token's own rate limits; added in schema version 3.
+    rpm_limit   INTEGER CHECK (rpm_limit > 0),
+    tpm_limit   INTEGER CHECK (tpm_limit > 0),
     -- Composite keys: a token's user and agent must belong to the token's org.
     FOREIGN KEY (org_id, user_id) REFERENCES org_memberships (org_id, user_id),
     FOREIGN KEY (org_id, agent_id) REFERENCES agents (org_id, agent_id)
@@ -68,3 +71,21 @@ CREATE TABLE IF NOT EXISTS projects (
     name       TEXT CHECK (length(name) <= 256),
     created_at INTEGER NOT NULL
 ) STRICT;
+
+-- The usage ledger (schema version 3): one row per call the gateway put to a provider, written
+-- by the dev gateway in batches. Ids are TEXT here, so the totals group by the ids' usual form.
+CREATE TABLE IF NOT EXISTS usage_ledger (
+    record_id         TEXT PRIMARY KEY NOT NULL,
+    org_id            BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    token_id          TEXT NOT NULL,
+    agent_id          TEXT,
+    model             TEXT NOT NULL CHECK (length(model) <= 256),
+    provider          TEXT NOT NULL CHECK (length(provider) <= 128),
+    prompt_tokens     INTEGER NOT NULL CHECK (prompt_tokens >= 0),
+    completion_tokens INTEGER NOT NULL CHECK (completion_tokens >= 0),
+    status            INTEGER NOT NULL CHECK (status BETWEEN 100 AND 599),
+    latency_ms        INTEGER NOT NULL CHECK (latency_ms >= 0),
+    created_at        INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);

@@ -154,8 +154,9 @@ pub(super) async fn create_token(
     check_token_references(&mut *conn, org_id, &token).await?;
     let row: TokenRow = sqlx::query_as(&format!(
         "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
-                             secret_hash, created_at, expires_at, issuer_token_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING {TOKEN_COLUMNS}"
+                             secret_hash, created_at, expires_at, issuer_token_id, rpm_limit, \
+                             tpm_limit) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING {TOKEN_COLUMNS}"
     ))
     .bind(token.token_id)
     .bind(org_id)
@@ -167,6 +168,8 @@ pub(super) async fn create_token(
     .bind(now_micros())
     .bind(token.expires_at.map(to_micros))
     .bind(token.issuer_token_id)
+    .bind(token.limits.columns().0)
+    .bind(token.limits.columns().1)
     .fetch_one(conn)
     .await
     .map_err(|e| map_insert_error(e, "token"))?;

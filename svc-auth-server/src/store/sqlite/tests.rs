@@ -2,7 +2,7 @@ use svc_testkit::TempDir;
 use svc_tower::context::Permissions;
 
 use super::*;
-use crate::store::{AgentStatus, suite};
+use crate::store::{AgentStatus, TokenLimits, suite};
 
 fn database_in(dir: &TempDir) -> std::path::PathBuf {
     dir.path().join("identity.db")
@@ -33,6 +33,7 @@ fn new_token(permissions: Permissions) -> NewToken {
         secret_hash: "$argon2id$placeholder".into(),
         expires_at: None,
         issuer_token_id: None,
+        limits: Default::default(),
     }
 }
 
@@ -204,7 +205,7 @@ fn busy_and_locked_codes_are_unavailable() {
 }
 
 #[tokio::test]
-async fn a_version_1_database_gets_the_issuer_column() {
+async fn a_version_1_database_gets_the_issuer_and_limit_columns() {
     let dir = TempDir::create();
     let path = database_in(&dir);
     let org_id = Uuid::new_v4();
@@ -213,21 +214,109 @@ async fn a_version_1_database_gets_the_issuer_column() {
         let store = SqliteStore::open(&path).await.unwrap();
         store.ensure_organization(org_id).await.unwrap();
         store.create_token(org_id, old.clone()).await.unwrap();
-        // Back to what version 1 wrote: no issuer column.
-        sqlx::raw_sql("ALTER TABLE tokens DROP COLUMN issuer_token_id; PRAGMA user_version = 1")
-            .execute(store.pool())
-            .await
-            .unwrap();
+        // Back to what version 1 wrote: no issuer column, no limits.
+        sqlx::raw_sql(
+            "ALTER TABLE tokens DROP COLUMN issuer_token_id; \
+             ALTER TABLE tokens DROP COLUMN rpm_limit; ALTER TABLE tokens DROP COLUMN tpm_limit; \
+             PRAGMA user_version = 1",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
         store.close().await;
     }
     let store = SqliteStore::open(&path).await.unwrap();
+    let limits = TokenLimits {
+        rpm: Some(7),
+        tpm: Some(7_000),
+    };
     let child = NewToken {
         issuer_token_id: Some(old.token_id),
+        limits,
         ..new_token(Permissions::CHAT_COMPLETIONS)
     };
     let created = store.create_token(org_id, child).await.unwrap();
     assert_eq!(created.issuer_token_id, Some(old.token_id));
+    assert_eq!(created.limits, limits);
     let listed = store.list_tokens(org_id, None, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].issuer_token_id, None);
+}
+
+#[tokio::test]
+async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
+    use chrono::{Duration, Utc};
+    use svc_runtime::usage::UsageRecord;
+
+    use crate::store::{UsageGroup, UsageQuery};
+
+    let store = SqliteStore::in_memory().await.unwrap();
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+    let now = Utc::now();
+    let record = |model: &str, prompt: i64, at| UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: None,
+        model: model.to_owned(),
+        provider: "p".to_owned(),
+        prompt_tokens: prompt,
+        completion_tokens: 1,
+        status: 200,
+        latency_ms: 1,
+        at,
+    };
+    let old = record("a", 100, now - Duration::days(2));
+    let batch = [old.clone(), record("b", 2, now), record("a", 3, now)];
+    store.record_usage(&batch).await.unwrap();
+    // A retried batch counts nothing twice.
+    store.record_usage(&batch).await.unwrap();
+
+    let query = |after: Option<&str>, start| UsageQuery {
+        group: UsageGroup::Model,
+        start,
+        end: None,
+        after: after.map(str::to_owned),
+        limit: 1,
+    };
+    let first = store.usage(org_id, &query(None, None)).await.unwrap();
+    assert_eq!(
+        (
+            first[0].key.as_str(),
+            first[0].requests,
+            first[0].prompt_tokens
+        ),
+        ("a", 2, 103)
+    );
+    let second = store.usage(org_id, &query(Some("a"), None)).await.unwrap();
+    assert_eq!((second[0].key.as_str(), second[0].requests), ("b", 1));
+    assert!(
+        store
+            .usage(org_id, &query(Some("b"), None))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let recent = store
+        .usage(org_id, &query(None, Some(now - Duration::days(1))))
+        .await
+        .unwrap();
+    assert_eq!((recent[0].requests, recent[0].prompt_tokens), (1, 3));
+    let by_day = UsageQuery {
+        group: UsageGroup::Day,
+        limit: 10,
+        ..query(None, None)
+    };
+    let days = store.usage(org_id, &by_day).await.unwrap();
+    assert_eq!(days.len(), 2);
+    assert_eq!(days[1].key, now.format("%Y-%m-%d").to_string());
+    // Another org sees nothing.
+    assert!(
+        store
+            .usage(Uuid::new_v4(), &by_day)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -26,6 +26,10 @@ use crate::config::Secret;
 use crate::request::{ApiRequest, Endpoint};
 
 pub use request::DEFAULT_MAX_TOKENS;
+/// The translations on their own, for the fuzz targets and their property twins.
+pub(crate) use request::body as request_body;
+pub(crate) use response::completion;
+pub(crate) use stream::chunks;
 
 /// The Messages API version the gateway speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

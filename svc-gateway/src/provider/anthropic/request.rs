@@ -23,7 +23,7 @@ fn refused(detail: &str) -> ProviderError {
 }
 
 /// The Messages body for `request` (its model already the upstream's).
-pub(super) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
+pub(crate) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
     let chat = &request.json;
     if chat.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
         return Err(refused("n above 1 cannot be sent to this model"));

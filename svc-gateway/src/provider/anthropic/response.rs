@@ -38,7 +38,7 @@ pub(super) fn usage(usage: &Value) -> Value {
 }
 
 /// The chat completion for a Messages answer `message`.
-pub(super) fn completion(message: &Value, created: i64) -> Value {
+pub(crate) fn completion(message: &Value, created: i64) -> Value {
     let blocks = message["content"]
         .as_array()
         .map(Vec::as_slice)

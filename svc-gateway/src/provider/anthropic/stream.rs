@@ -18,7 +18,7 @@ use crate::provider::{EventStream, ProviderError};
 use crate::sse::{event_data, first_boundary_end};
 
 /// The chat chunks of a Messages event stream.
-pub(super) fn chunks(events: EventStream, created: i64) -> EventStream {
+pub(crate) fn chunks(events: EventStream, created: i64) -> EventStream {
     let mut translator = Translator {
         unfinished: BytesMut::new(),
         id: Value::Null,

@@ -121,6 +121,7 @@ pub(super) fn org() -> OrgContext {
         token_id: Uuid::new_v4(),
         user_id: None,
         agent_id: None,
+        limits: Default::default(),
     }
 }
 

@@ -1,10 +1,10 @@
-//! Readiness checks run in parallel under a time budget, reported as SPEC's `/ready` body.
+//! Readiness checks run in parallel under a time budget, reported as the `/ready` body both services answer.
 //!
 //! ```
 //! use std::time::Duration;
 //! use futures_util::future::BoxFuture;
 //! use http::StatusCode;
-//! use svc_tower::health::{Checker, Readiness, ReadinessStatus};
+//! use svc_runtime::health::{Checker, Readiness, ReadinessStatus};
 //!
 //! struct AlwaysUp;
 //!

@@ -12,28 +12,25 @@ use tower::Service;
 use crate::body::ResponseBody;
 use crate::error::{ApiError, ErrorCode};
 
-/// A check in progress: boxed because a validator's future type cannot be named.
-pub(crate) type Check<T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send>>;
-
 /// Applies the outcome of a successful check to the request (e.g. inserts the OrgContext).
-pub(crate) type Apply<T, B> = fn(&mut Request<B>, T);
+type Apply<T, B> = fn(&mut Request<B>, T);
 
 pin_project! {
-    /// Response future of [`PatAuth`](super::PatAuth),
-    /// [`RequirePermission`](super::RequirePermission) and
-    /// [`AgentCheck`](crate::agent::AgentCheck): reject now, check then call, or call.
-    pub struct ResponseFuture<T, ReqBody, S, F> {
+    /// Response future of [`AsyncCheck`](super::AsyncCheck) and the layers built on it:
+    /// reject now, check then call, or call.
+    pub struct ResponseFuture<T, C, ReqBody, S, F> {
         #[pin]
-        state: State<T, ReqBody, S, F>,
+        state: State<T, C, ReqBody, S, F>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<T, ReqBody, S, F> {
+    enum State<T, C, ReqBody, S, F> {
         Rejected { error: Option<ApiError> },
         Checking {
-            check: Check<T>,
+            #[pin]
+            check: C,
             // The request and the service readied for it, held until the check passes; the
             // body is not polled meanwhile.
             pending: Option<(Request<ReqBody>, S)>,
@@ -43,7 +40,7 @@ pin_project! {
     }
 }
 
-impl<T, ReqBody, S, F> ResponseFuture<T, ReqBody, S, F> {
+impl<T, C, ReqBody, S, F> ResponseFuture<T, C, ReqBody, S, F> {
     pub(crate) fn reject(error: ApiError) -> Self {
         ResponseFuture {
             state: State::Rejected { error: Some(error) },
@@ -51,7 +48,7 @@ impl<T, ReqBody, S, F> ResponseFuture<T, ReqBody, S, F> {
     }
 
     pub(crate) fn check(
-        check: Check<T>,
+        check: C,
         request: Request<ReqBody>,
         service: S,
         apply: Apply<T, ReqBody>,
@@ -72,8 +69,9 @@ impl<T, ReqBody, S, F> ResponseFuture<T, ReqBody, S, F> {
     }
 }
 
-impl<T, ReqBody, S, ResBody> Future for ResponseFuture<T, ReqBody, S, S::Future>
+impl<T, C, ReqBody, S, ResBody> Future for ResponseFuture<T, C, ReqBody, S, S::Future>
 where
+    C: Future<Output = Result<T, ApiError>>,
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
     type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
@@ -93,7 +91,7 @@ where
                     pending,
                     apply,
                 } => {
-                    let outcome = ready!(check.as_mut().poll(cx));
+                    let outcome = ready!(check.poll(cx));
                     let next = match (outcome, pending.take()) {
                         (Ok(value), Some((mut request, mut service))) => {
                             apply(&mut request, value);
@@ -116,7 +114,7 @@ where
     }
 }
 
-impl<T, ReqBody, S, F> fmt::Debug for ResponseFuture<T, ReqBody, S, F> {
+impl<T, C, ReqBody, S, F> fmt::Debug for ResponseFuture<T, C, ReqBody, S, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }

@@ -1,11 +1,15 @@
-//! The one way to reach the auth service: its address, TLS files and deadline read from the
+//! The one way to reach the auth service: its addresses, TLS files and deadline read from the
 //! environment, and the channel built from them (TCP_NODELAY, connect timeout, HTTP/2 and TCP
 //! keepalive; see [`GrpcAuthClient::endpoint`]). The gateway's PatAuth and AgentCheck, its
 //! readiness check and `svc token` all use it.
 //!
+//! One IP address gets one channel. Several addresses, or a DNS name, get a channel balanced
+//! over every address, re-resolved periodically and health-watched (see [`balance`]).
+//!
 //! | variable | meaning |
 //! |---|---|
-//! | `SVC_AUTH_GRPC_ADDR` | `host:port` or `http(s)://host:port`; required |
+//! | `SVC_AUTH_GRPC_ADDR` | `host:port` or `http(s)://host:port`, or several comma-separated; required |
+//! | `SVC_AUTH_GRPC_RESOLVE_INTERVAL` | how often the names are resolved again (default 10s) |
 //! | `SVC_AUTH_VALIDATE_TIMEOUT` | deadline of ValidateToken and ValidateAgent |
 //! | `SVC_AUTH_GRPC_TLS_CA` | CA of the server certificate; required with `https://` |
 //! | `SVC_AUTH_GRPC_TLS_CERT`, `SVC_AUTH_GRPC_TLS_KEY` | client certificate and key (mutual TLS) |
@@ -18,23 +22,36 @@
 //!
 //! let vars = Vars::from_pairs([("SVC_AUTH_GRPC_ADDR", "auth:9091")]);
 //! let config = AuthClientConfig::from_vars(&vars, false, Duration::from_millis(50)).unwrap();
-//! assert_eq!(config.endpoint, "http://auth:9091");
+//! assert_eq!(config.endpoints, ["http://auth:9091"]);
+//!
+//! let vars = Vars::from_pairs([("SVC_AUTH_GRPC_ADDR", "10.0.0.1:9091, 10.0.0.2:9091")]);
+//! let config = AuthClientConfig::from_vars(&vars, false, Duration::from_millis(50)).unwrap();
+//! assert_eq!(config.endpoints, ["http://10.0.0.1:9091", "http://10.0.0.2:9091"]);
 //!
 //! let vars = Vars::from_pairs([("SVC_AUTH_GRPC_ADDR", "https://auth:9091")]);
 //! let error = AuthClientConfig::from_vars(&vars, false, Duration::from_millis(50)).unwrap_err();
 //! assert_eq!(error.variable, "SVC_AUTH_GRPC_TLS_CA");
 //! ```
 
+pub mod balance;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
-use svc_tower::auth::GrpcAuthClient;
-use svc_tower::auth::grpc::GrpcClientError;
-use tonic::transport::Channel;
+use svc_tower::GrpcAuthClient;
+use svc_tower::grpc::GrpcClientError;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::config::{ConfigError, Vars, parse_bool, parse_timeout};
+use balance::Target;
 
-/// Auth gRPC address, `host:port` or `http(s)://host:port`.
+/// Auth gRPC addresses: `host:port` or `http(s)://host:port`, comma-separated.
 pub const SVC_AUTH_GRPC_ADDR: &str = "SVC_AUTH_GRPC_ADDR";
+/// How often the names of `SVC_AUTH_GRPC_ADDR` are resolved again (duration).
+pub const SVC_AUTH_GRPC_RESOLVE_INTERVAL: &str = "SVC_AUTH_GRPC_RESOLVE_INTERVAL";
+/// Default `SVC_AUTH_GRPC_RESOLVE_INTERVAL`.
+pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(10);
 /// ValidateToken and ValidateAgent deadline (duration).
 pub const SVC_AUTH_VALIDATE_TIMEOUT: &str = "SVC_AUTH_VALIDATE_TIMEOUT";
 /// Allows a plaintext auth channel in production.
@@ -49,8 +66,11 @@ pub const SVC_AUTH_GRPC_TLS_KEY: &str = "SVC_AUTH_GRPC_TLS_KEY";
 /// How to reach the auth service, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuthClientConfig {
-    /// The gRPC endpoint as a URI: `http://host:port` or `https://host:port`.
-    pub endpoint: String,
+    /// The gRPC endpoints as URIs, `http://host:port` or `https://host:port`, one scheme for
+    /// all.
+    pub endpoints: Vec<String>,
+    /// How often the names are resolved again.
+    pub resolve_interval: Duration,
     /// The ValidateToken deadline.
     pub validate_timeout: Duration,
     /// CA of the server certificate (`SVC_AUTH_GRPC_TLS_CA`), a path as given.
@@ -92,21 +112,22 @@ impl AuthClientConfig {
         let raw = vars
             .get(SVC_AUTH_GRPC_ADDR)
             .ok_or_else(|| ConfigError::new(SVC_AUTH_GRPC_ADDR, "is required (host:port)"))?;
-        let (tls, address) = if let Some(rest) = raw.strip_prefix("https://") {
-            (true, rest)
-        } else if let Some(rest) = raw.strip_prefix("http://") {
-            (false, rest)
-        } else if raw.contains("://") {
-            return Err(ConfigError::new(
-                SVC_AUTH_GRPC_ADDR,
-                "scheme must be http or https",
-            ));
-        } else {
-            (false, raw)
-        };
-        let address = address.trim_end_matches('/');
-        host_port(address).map_err(|reason| ConfigError::new(SVC_AUTH_GRPC_ADDR, reason))?;
-        let scheme = if tls { "https" } else { "http" };
+        let mut scheme = None;
+        let mut endpoints = Vec::new();
+        for entry in raw.split(',').map(str::trim) {
+            let (tls, address) = scheme_and_address(entry)
+                .map_err(|reason| ConfigError::new(SVC_AUTH_GRPC_ADDR, reason))?;
+            if scheme.is_some_and(|first| first != tls) {
+                return Err(ConfigError::new(
+                    SVC_AUTH_GRPC_ADDR,
+                    "every address needs the same scheme (http or https)",
+                ));
+            }
+            scheme = Some(tls);
+            let scheme = if tls { "https" } else { "http" };
+            endpoints.push(format!("{scheme}://{address}"));
+        }
+        let tls = scheme.unwrap_or(false);
         let allow_plaintext = vars.parse_or(SVC_GRPC_ALLOW_PLAINTEXT, false, parse_bool)?;
         if production && !tls && !allow_plaintext {
             return Err(ConfigError::new(
@@ -148,7 +169,12 @@ impl AuthClientConfig {
             ));
         }
         Ok(AuthClientConfig {
-            endpoint: format!("{scheme}://{address}"),
+            endpoints,
+            resolve_interval: vars.parse_or(
+                SVC_AUTH_GRPC_RESOLVE_INTERVAL,
+                DEFAULT_RESOLVE_INTERVAL,
+                parse_timeout,
+            )?,
             validate_timeout: vars.parse_or(
                 SVC_AUTH_VALIDATE_TIMEOUT,
                 default_timeout,
@@ -164,32 +190,113 @@ impl AuthClientConfig {
 impl AuthClientConfig {
     /// A lazily connecting channel: [`GrpcAuthClient::endpoint`]'s settings (TCP_NODELAY,
     /// connect timeout, HTTP/2 and TCP keepalive), with TLS, or mutual TLS, when configured.
+    /// One IP address gets a plain channel; several addresses or a name, a balanced one.
     /// Build it inside a Tokio runtime.
     pub fn channel(&self) -> Result<Channel, AuthSetupError> {
-        let endpoint = match &self.tls_ca {
-            None => GrpcAuthClient::endpoint(&self.endpoint),
-            Some(ca) => {
-                let ca = read(SVC_AUTH_GRPC_TLS_CA, ca)?;
-                let identity = match (&self.tls_cert, &self.tls_key) {
-                    (Some(cert), Some(key)) => Some((
-                        read(SVC_AUTH_GRPC_TLS_CERT, cert)?,
-                        read(SVC_AUTH_GRPC_TLS_KEY, key)?,
-                    )),
-                    _ => None,
-                };
-                let identity = identity
-                    .as_ref()
-                    .map(|(cert, key)| (cert.as_slice(), key.as_slice()));
-                GrpcAuthClient::tls_endpoint(&self.endpoint, &ca, identity)
-            }
+        let tls = self.tls()?;
+        let https = self.endpoints.iter().any(|e| e.starts_with("https://"));
+        let targets: Vec<Target> = self
+            .endpoints
+            .iter()
+            .filter_map(|endpoint| target(endpoint))
+            .collect();
+        let make = move |authority: &str, host: &str| {
+            endpoint(https, authority, host, tls.as_ref()).map_err(AuthSetupError::Address)
         };
-        Ok(endpoint.map_err(AuthSetupError::Address)?.connect_lazy())
+        if let [single] = targets.as_slice()
+            && bare_host(&single.host).parse::<IpAddr>().is_ok()
+        {
+            let authority = format!("{}:{}", single.host, single.port);
+            return Ok(make(&authority, &single.host)?.connect_lazy());
+        }
+        // Refuses bad TLS material now rather than in the discovery task.
+        if let Some(first) = targets.first() {
+            make(&format!("{}:{}", first.host, first.port), &first.host)?;
+        }
+        let make: balance::MakeEndpoint = Arc::new(move |addr: SocketAddr, host: &str| {
+            let port = addr.port();
+            let origin = format!("{}://{host}:{port}", if https { "https" } else { "http" });
+            let endpoint = make(&addr.to_string(), host).ok()?;
+            // The :authority the server sees is the name configured, not the address.
+            Some(match origin.parse() {
+                Ok(origin) => endpoint.origin(origin),
+                Err(_) => endpoint,
+            })
+        });
+        Ok(balance::channel(targets, make, self.resolve_interval))
+    }
+
+    /// The CA and the client identity, read once.
+    fn tls(&self) -> Result<Option<ClientTlsConfig>, AuthSetupError> {
+        let Some(ca) = &self.tls_ca else {
+            return Ok(None);
+        };
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read(SVC_AUTH_GRPC_TLS_CA, ca)?));
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            tls = tls.identity(Identity::from_pem(
+                read(SVC_AUTH_GRPC_TLS_CERT, cert)?,
+                read(SVC_AUTH_GRPC_TLS_KEY, key)?,
+            ));
+        }
+        Ok(Some(tls))
     }
 
     /// The validator for PatAuth and AgentCheck over `channel`, with the configured deadline.
     pub fn client(&self, channel: Channel) -> GrpcAuthClient {
         GrpcAuthClient::from_channel(channel).validate_timeout(self.validate_timeout)
     }
+}
+
+/// The endpoint of `authority` (`host:port` or `ip:port`), over TLS that expects a
+/// certificate for `host` when `tls` is set.
+fn endpoint(
+    https: bool,
+    authority: &str,
+    host: &str,
+    tls: Option<&ClientTlsConfig>,
+) -> Result<Endpoint, GrpcClientError> {
+    let scheme = if https { "https" } else { "http" };
+    let endpoint = GrpcAuthClient::endpoint(&format!("{scheme}://{authority}"))?;
+    match tls {
+        None => Ok(endpoint),
+        Some(tls) => endpoint
+            .tls_config(tls.clone().domain_name(bare_host(host)))
+            .map_err(GrpcClientError::Tls),
+    }
+}
+
+/// `host` without the brackets of an IPv6 literal.
+fn bare_host(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The `host:port` of an endpoint URI.
+fn target(endpoint: &str) -> Option<Target> {
+    let authority = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest);
+    let (host, port) = authority.rsplit_once(':')?;
+    Some(Target {
+        host: host.to_owned(),
+        port: port.parse().ok()?,
+    })
+}
+
+/// Whether `entry` asks for TLS, and its `host:port`.
+fn scheme_and_address(entry: &str) -> Result<(bool, &str), String> {
+    let (tls, address) = if let Some(rest) = entry.strip_prefix("https://") {
+        (true, rest)
+    } else if let Some(rest) = entry.strip_prefix("http://") {
+        (false, rest)
+    } else if entry.contains("://") {
+        return Err("scheme must be http or https".to_owned());
+    } else {
+        (false, entry)
+    };
+    let address = address.trim_end_matches('/');
+    host_port(address)?;
+    Ok((tls, address))
 }
 
 fn read(var: &'static str, path: &str) -> Result<Vec<u8>, AuthSetupError> {

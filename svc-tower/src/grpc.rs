@@ -4,19 +4,19 @@
 use std::time::Duration;
 
 use svc_proto::v1::auth_service_client::AuthServiceClient;
-use svc_proto::v1::{ValidateAgentRequest, ValidateTokenRequest, ValidateTokenResponse};
+use svc_proto::v1::{self, ValidateAgentRequest, ValidateTokenRequest, ValidateTokenResponse};
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 use uuid::Uuid;
 
-use super::validator::{TokenError, TokenValidator};
 use crate::agent::{AgentError, AgentValidator};
-use crate::context::{OrgContext, Permissions};
+use crate::auth::{TokenError, TokenValidator};
+use crate::context::{AgentStanding, AgentVerdict, OrgContext, Permissions, TokenLimits};
 use crate::trace_context::{self, TRACEPARENT};
 
-/// The default deadline of each call (`SVC_AUTH_VALIDATE_TIMEOUT`).
+/// The default deadline of each call.
 pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The default TCP connect timeout of the channel.
@@ -79,7 +79,7 @@ pub struct GrpcAuthClient {
 }
 
 impl GrpcAuthClient {
-    /// A plaintext client of `addr` (`SVC_AUTH_GRPC_ADDR`: `host:port` or
+    /// A plaintext client of `addr` (`host:port` or
     /// `http(s)://host:port`), not yet connected.
     pub fn connect_lazy(addr: &str) -> Result<GrpcAuthClient, GrpcClientError> {
         Ok(GrpcAuthClient::from_channel(
@@ -88,7 +88,7 @@ impl GrpcAuthClient {
     }
 
     /// A mutual-TLS client of `addr`, trusting `ca_pem` and presenting `identity` (certificate
-    /// and key, PEM) when given (`SVC_AUTH_GRPC_TLS_CA`, `..._CERT`, `..._KEY`).
+    /// and key, PEM) when given.
     ///
     /// `addr` is `https://host:port`, or `host:port` meaning the same; `http://` is refused
     /// with [`GrpcClientError::InvalidAddress`], because tonic would connect in plaintext and
@@ -205,19 +205,52 @@ impl GrpcAuthClient {
 
 impl TokenValidator for GrpcAuthClient {
     async fn validate(&self, token: &str) -> Result<OrgContext, TokenError> {
+        self.validate_with_agent(token, None)
+            .await
+            .map(|(context, _)| context)
+    }
+
+    /// One ValidateToken call carrying the agent id; the server answers for both.
+    async fn validate_with_agent(
+        &self,
+        token: &str,
+        agent: Option<Uuid>,
+    ) -> Result<(OrgContext, Option<AgentVerdict>), TokenError> {
         let request = self.request(ValidateTokenRequest {
             access_token: token.to_owned(),
+            agent_id: agent.map(|agent| agent.hyphenated().to_string()),
         });
         let mut client = self.client.clone();
         match self.call(client.validate_token(request)).await {
-            Ok(response) => org_context(response).ok_or_else(|| {
-                tracing::warn!("ValidateToken answered OK with malformed ids");
-                TokenError::Internal
-            }),
+            Ok(response) => {
+                let verdict = agent.zip(response.agent.as_ref()).and_then(agent_verdict);
+                let context = org_context(response).ok_or_else(|| {
+                    tracing::warn!("ValidateToken answered OK with malformed ids");
+                    TokenError::Internal
+                })?;
+                Ok((context, verdict))
+            }
             Err(None) => Err(TokenError::Timeout),
             Err(Some(status)) => Err(token_error(&status)),
         }
     }
+}
+
+/// The server's answer about the agent that was asked about; a reply naming another agent is
+/// ignored (AgentCheck then asks ValidateAgent itself).
+fn agent_verdict((asked, verdict): (Uuid, &v1::AgentVerdict)) -> Option<AgentVerdict> {
+    if Uuid::try_parse(&verdict.agent_id).ok()? != asked {
+        return None;
+    }
+    let standing = match (verdict.found, verdict.status.as_str()) {
+        (false, _) => AgentStanding::NotInOrg,
+        (true, "active") => AgentStanding::Active,
+        (true, _) => AgentStanding::Inactive,
+    };
+    Some(AgentVerdict {
+        agent_id: asked,
+        standing,
+    })
 }
 
 impl AgentValidator for GrpcAuthClient {
@@ -263,6 +296,12 @@ fn org_context(response: ValidateTokenResponse) -> Option<OrgContext> {
         token_id: Uuid::try_parse(&response.token_id).ok()?,
         user_id: optional(response.user_id)?,
         agent_id: optional(response.agent_id)?,
+        // A limit of 0 would refuse everything; the server never issues one, so it is read
+        // as no limit of the token's own.
+        limits: TokenLimits {
+            requests_per_minute: response.rpm_limit.filter(|n| *n > 0),
+            tokens_per_minute: response.tpm_limit.filter(|n| *n > 0),
+        },
     })
 }
 
