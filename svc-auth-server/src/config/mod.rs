@@ -13,8 +13,9 @@
 //! | `SVC_GRPC_TLS_CERT`, `SVC_GRPC_TLS_KEY` | PEM files: serve gRPC over TLS | unset |
 //! | `SVC_GRPC_TLS_CLIENT_CA` | PEM file: require client certificates signed by it (mTLS) | unset |
 //! | `SVC_ARGON2_MEMORY_KIB`, `SVC_ARGON2_ITERATIONS`, `SVC_ARGON2_PARALLELISM` | cost of new hashes | 19456, 2, 1 |
-//! | `SVC_HASH_CONCURRENCY` | Argon2 runs at once | CPU count |
-//! | `SVC_DB_MAX_CONNECTIONS` | pool size | 16 |
+//! | `SVC_HASH_CONCURRENCY` | Argon2 runs at once | half the CPU count, at least 1 |
+//! | `SVC_COLD_VALIDATION_RATE` | validations of secrets not yet seen to succeed, started per second (the rest wait up to 25 ms, then answer busy) | 1000 |
+//! | `SVC_DB_MAX_CONNECTIONS` | size of each pool (validation lookups; admin transactions) | 16 |
 //! | `SVC_DB_CONNECT_TIMEOUT` | opening a standalone connection | 2s |
 //! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection | 1s |
 //! | `SVC_HTTP_HEADER_READ_TIMEOUT` | HTTP: time a client has to send a request's headers | 10s |
@@ -54,7 +55,7 @@ use svc_runtime::postgres::{
 use svc_runtime::telemetry::LogSettings;
 use svc_runtime::telemetry::otel::OtelSettings;
 
-use crate::verify::{Argon2Params, FailureLimits, hasher};
+use crate::verify::{Argon2Params, DEFAULT_COLD_RATE, FailureLimits, hasher};
 
 /// The shared parsing every svc binary uses, at the path this crate has always offered it.
 pub use svc_runtime::config as vars;
@@ -89,6 +90,8 @@ pub const SVC_ARGON2_ITERATIONS: &str = "SVC_ARGON2_ITERATIONS";
 pub const SVC_ARGON2_PARALLELISM: &str = "SVC_ARGON2_PARALLELISM";
 /// Concurrent Argon2 runs.
 pub const SVC_HASH_CONCURRENCY: &str = "SVC_HASH_CONCURRENCY";
+/// Cold validations started per second.
+pub const SVC_COLD_VALIDATION_RATE: &str = "SVC_COLD_VALIDATION_RATE";
 /// Pool size.
 pub const SVC_DB_MAX_CONNECTIONS: &str = "SVC_DB_MAX_CONNECTIONS";
 /// Standalone connect timeout.
@@ -149,8 +152,10 @@ pub struct Config {
     pub http: HttpSettings,
 }
 
+/// Half the CPUs: a flood of never-seen secrets, each worth an Argon2 run, leaves the other
+/// half to the tokens already verified.
 fn default_hash_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
 impl Config {
@@ -288,7 +293,14 @@ impl Config {
                     parse_nonzero_duration,
                 )?,
             },
-            failure_limits: FailureLimits::default(),
+            failure_limits: FailureLimits {
+                cold_rate: vars.parse_or(
+                    SVC_COLD_VALIDATION_RATE,
+                    DEFAULT_COLD_RATE,
+                    parse_positive,
+                )?,
+                ..FailureLimits::default()
+            },
             otel: OtelSettings::from_vars(vars, SERVICE_NAME, environment)?,
             http: HttpSettings::from_vars(vars)?,
         })
@@ -361,6 +373,7 @@ mod tests {
             (SVC_ARGON2_MEMORY_KIB, "0"),
             (SVC_ARGON2_ITERATIONS, "x"),
             (SVC_HASH_CONCURRENCY, "0"),
+            (SVC_COLD_VALIDATION_RATE, "0"),
             (SVC_DB_MAX_CONNECTIONS, "many"),
             (SVC_DB_CONNECT_TIMEOUT, "5"),
             (SVC_DB_ACQUIRE_TIMEOUT, "0s"),

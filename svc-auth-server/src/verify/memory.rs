@@ -15,7 +15,7 @@ use rand::RngCore;
 use sha2::Sha256;
 use uuid::Uuid;
 
-/// A keyed digest of one (token, stored hash, secret) triple.
+/// A keyed digest of one (token id, secret) pair.
 pub(crate) type Digest = [u8; 32];
 
 /// Computes digests under a per-process random key.
@@ -30,15 +30,14 @@ impl Digester {
         Digester { key }
     }
 
-    /// The stored hash is part of the input, so a token whose hash changes (a re-issued
-    /// secret) never matches a digest remembered for the old one.
-    pub(crate) fn digest(&self, token_id: Uuid, stored_hash: &str, secret: &str) -> Digest {
+    /// Computed before the token row is read, so that a remembered success decides the lane.
+    /// A token's stored hash never changes (no call re-issues a secret under the same id), so
+    /// the pair names the secret as well as the triple would.
+    pub(crate) fn digest(&self, token_id: Uuid, secret: &str) -> Digest {
         let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else {
             unreachable!("HMAC takes keys of any length")
         };
         mac.update(token_id.as_bytes());
-        mac.update(&(stored_hash.len() as u64).to_be_bytes());
-        mac.update(stored_hash.as_bytes());
         mac.update(secret.as_bytes());
         mac.finalize().into_bytes().into()
     }
@@ -141,16 +140,21 @@ pub struct FailureLimits {
     /// are refused as busy (retryable, never "invalid"). One token id may hold at most half of
     /// them, so a flood on one id leaves room for the first use of every other token.
     pub max_pending: usize,
+    /// Cold validations (secrets not remembered as successes) started per second, first come
+    /// first served; see `pacer`.
+    pub cold_rate: u32,
 }
 
 /// Defaults: wrong secrets remembered for a minute, at most 50,000 of them (so at most 50,000
-/// never-seen secrets hashed per minute, ~830 a second), 256 verifications pending.
+/// never-seen secrets hashed per minute, ~830 a second), 256 verifications pending, 1,000 cold
+/// validations started a second.
 impl Default for FailureLimits {
     fn default() -> Self {
         FailureLimits {
             window: Duration::from_secs(60),
             capacity: 50_000,
             max_pending: 256,
+            cold_rate: super::pacer::DEFAULT_COLD_RATE,
         }
     }
 }
@@ -296,14 +300,11 @@ mod tests {
     fn digests_depend_on_every_input_and_the_key() {
         let d = Digester::new();
         let id = Uuid::new_v4();
-        let base = d.digest(id, "$hash", "secret");
-        assert_eq!(base, d.digest(id, "$hash", "secret"));
-        assert_ne!(base, d.digest(Uuid::new_v4(), "$hash", "secret"));
-        assert_ne!(base, d.digest(id, "$hash2", "secret"));
-        assert_ne!(base, d.digest(id, "$hash", "secret2"));
-        // Moving bytes between the hash and the secret changes the digest.
-        assert_ne!(base, d.digest(id, "$hashs", "ecret"));
-        assert_ne!(base, Digester::new().digest(id, "$hash", "secret"));
+        let base = d.digest(id, "secret");
+        assert_eq!(base, d.digest(id, "secret"));
+        assert_ne!(base, d.digest(Uuid::new_v4(), "secret"));
+        assert_ne!(base, d.digest(id, "secret2"));
+        assert_ne!(base, Digester::new().digest(id, "secret"));
     }
 
     #[test]
@@ -311,10 +312,10 @@ mod tests {
         let d = Digester::new();
         let successes = Successes::new(10);
         let id = Uuid::new_v4();
-        successes.insert(id, d.digest(id, "h", "right"));
-        assert!(successes.contains(id, &d.digest(id, "h", "right")));
-        assert!(!successes.contains(id, &d.digest(id, "h", "wrong")));
-        assert!(!successes.contains(Uuid::new_v4(), &d.digest(id, "h", "right")));
+        successes.insert(id, d.digest(id, "right"));
+        assert!(successes.contains(id, &d.digest(id, "right")));
+        assert!(!successes.contains(id, &d.digest(id, "wrong")));
+        assert!(!successes.contains(Uuid::new_v4(), &d.digest(id, "right")));
     }
 
     #[test]
@@ -339,6 +340,7 @@ mod tests {
             window: Duration::from_secs(60),
             capacity,
             max_pending,
+            cold_rate: super::super::pacer::DEFAULT_COLD_RATE,
         }
     }
 

@@ -3,18 +3,23 @@
 //! In order, cheapest first:
 //!
 //! 1. [`Pat::parse`]: shape and checksum, no I/O. Garbage stops here.
-//! 2. The token row, read on every call through the store's one RLS-exempt lookup. An unknown
+//! 2. The lane. A secret this process has seen succeed for this token id (the remembered
+//!    success digest) is warm and goes on at once. Any other is cold and waits its turn on the
+//!    cold lane's pace (`pacer`), or is refused as busy when the queue is full: floods of
+//!    forged or wrong tokens are all cold, so they cost at most the pace in reads and hashing,
+//!    and a token in use is never slowed by them.
+//! 3. The token row, read on every call through the store's one RLS-exempt lookup. An unknown
 //!    id stops here, before any hashing; a revoked or expired token stops here too. Reading
 //!    the row every time is what makes revocation immediate across replicas and makes a down
 //!    database fail closed: no cache can answer in its place.
-//! 3. The remembered success digest for this token: the warm path.
-//! 4. The failure memory: the same (token id, secret) that failed moments ago is refused
+//! 4. A warm secret is done.
+//! 5. The failure memory: the same (token id, secret) that failed moments ago is refused
 //!    without hashing. Wrong secrets are remembered by what was tried, never held against the
 //!    token id, so a flood of wrong secrets on an id cannot lock out its right one.
-//! 5. The hashing budget, global: a never-seen secret is hashed only while few enough are
+//! 6. The hashing budget, global: a never-seen secret is hashed only while few enough are
 //!    pending (and one id holds at most half of them) and the failure memory has room; else it
 //!    is refused as busy, a retryable fault (503 at the gateway), never as invalid.
-//! 6. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
+//! 7. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
 //!    same secret (single-flight, in `flight`). The run is a task of its own: its verdict is
 //!    recorded on the blocking thread right after the hash, and its budget place is held until
 //!    then, even when every caller has given up waiting.
@@ -32,11 +37,14 @@ use crate::store::{Agent, Store, StoreError, TokenLimits};
 mod flight;
 pub mod hasher;
 mod memory;
+mod pacer;
 
 use flight::{Boarding, Decision, Flights};
 pub use hasher::{Argon2Params, HashError, Hasher};
 pub use memory::FailureLimits;
 use memory::{Admission, Digest, Digester, Failures, Successes};
+use pacer::ColdLane;
+pub use pacer::DEFAULT_COLD_RATE;
 
 /// Default number of remembered successes (one per token).
 pub const DEFAULT_SUCCESS_CAPACITY: usize = 100_000;
@@ -122,6 +130,7 @@ pub struct Verifier<S> {
     successes: Arc<Successes>,
     failures: Arc<Failures>,
     flights: Arc<Flights<Outcome>>,
+    cold: Arc<ColdLane>,
 }
 
 /// What checking one secret decided; every caller of one flight gets the same.
@@ -168,6 +177,7 @@ impl<S: Store> Verifier<S> {
             successes: Arc::new(Successes::new(success_capacity)),
             failures: Failures::new(failure_limits),
             flights: Flights::new(Err(HashError::Pool)),
+            cold: ColdLane::new(failure_limits.cold_rate),
         })
     }
 
@@ -197,6 +207,13 @@ impl<S: Store> Verifier<S> {
     ) -> Result<(ValidToken, Option<Option<Agent>>), VerifyError> {
         let pat = Pat::parse(bearer)?;
         let token_id = pat.token_id();
+        let digest = self.digester.digest(token_id, pat.secret());
+        let warm = self.successes.contains(token_id, &digest);
+        // Held to the end of the call: while it lasts, calls with the same secret ride along.
+        let _cold = match warm {
+            true => None,
+            false => Some(self.cold.enter(digest).await.ok_or(VerifyError::Busy)?),
+        };
         let (record, agent) = match agent {
             None => (self.store.token_for_validation(token_id).await?, None),
             Some(agent_id) => match self.store.token_with_agent(token_id, agent_id).await? {
@@ -212,10 +229,7 @@ impl<S: Store> Verifier<S> {
             return Err(VerifyError::Expired);
         }
 
-        let digest = self
-            .digester
-            .digest(token_id, &record.secret_hash, pat.secret());
-        if !self.successes.contains(token_id, &digest) {
+        if !warm {
             let boarding = self.flights.board(digest, || {
                 self.decide(token_id, digest, &record.secret_hash, pat.secret())
             });

@@ -22,8 +22,10 @@ use super::{
     TokenMetadata, TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
 };
 
+mod lookups;
 pub mod pool;
 
+use lookups::Lookups;
 pub use pool::{APP_ROLE, PoolSettings};
 
 // The shared rows, with PostgreSQL's `timestamptz` columns.
@@ -31,18 +33,30 @@ type TokenRow = super::rows::TokenRow<DateTime<Utc>>;
 type ValidationRow = super::rows::ValidationRow<DateTime<Utc>>;
 type AgentRow = super::rows::AgentRow<DateTime<Utc>>;
 
-/// The PostgreSQL identity store. Cloning shares the pool.
+/// The PostgreSQL identity store. Cloning shares the pools.
 #[derive(Debug, Clone)]
 pub struct PgStore {
+    /// Transactions and admin statements.
     pool: PgPool,
+    /// The one-statement lookups of every validation (see `lookups`).
+    lookups: Lookups,
     timer: QueryTimer,
 }
 
 impl PgStore {
-    /// A store over `pool`. Build the pool with [`pool::app_pool`] so RLS applies.
+    /// A store over `pool`. Build the pool with [`pool::app_pool`] so RLS applies. The
+    /// validation lookups get connections of their own, as many as `pool` may open and as the
+    /// same application role.
     pub fn new(pool: PgPool) -> PgStore {
+        let settings = PoolSettings {
+            max_connections: pool.options().get_max_connections(),
+            acquire_timeout: pool.options().get_acquire_timeout(),
+            ..PoolSettings::default()
+        };
+        let lookups = Lookups::new((*pool.connect_options()).clone(), &settings, APP_ROLE);
         PgStore {
             pool,
+            lookups,
             timer: QueryTimer::default(),
         }
     }
@@ -86,6 +100,14 @@ fn connection_lost(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Tls(_) | sqlx::Error::Protocol(_))
 }
 
+/// [`Store::token_for_validation`]'s statement, built once.
+static TOKEN_FOR_VALIDATION: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"));
+
+/// [`Store::agent`]'s statement, built once.
+static AGENT_IN_ORG: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {AGENT_COLUMNS} FROM agent_in_org($1, $2)"));
+
 /// [`Store::token_with_agent`]'s statement, built once.
 static TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
     let token: Vec<String> = VALIDATION_COLUMNS
@@ -123,13 +145,11 @@ impl Store for PgStore {
     ) -> Result<Option<TokenRecord>, StoreError> {
         self.timer
             .time(async {
-                let row: Option<ValidationRow> = sqlx::query_as(&format!(
-                    "SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"
-                ))
-                .bind(token_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(map_error)?;
+                let row: Option<ValidationRow> = self
+                    .lookups
+                    .fetch_optional(sqlx::query_as(&TOKEN_FOR_VALIDATION).bind(token_id))
+                    .await
+                    .map_err(map_error)?;
                 row.map(TokenRecord::try_from).transpose()
             })
             .await
@@ -144,13 +164,15 @@ impl Store for PgStore {
             .time(async {
                 // One statement: the token row, then the agent in the org that row names (never
                 // one the caller names), under row-level security as in `agent`.
-                let row: Option<ValidationWithAgentRow<DateTime<Utc>>> =
-                    sqlx::query_as(&TOKEN_WITH_AGENT)
-                        .bind(token_id)
-                        .bind(agent_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(map_error)?;
+                let row: Option<ValidationWithAgentRow<DateTime<Utc>>> = self
+                    .lookups
+                    .fetch_optional(
+                        sqlx::query_as(&TOKEN_WITH_AGENT)
+                            .bind(token_id)
+                            .bind(agent_id),
+                    )
+                    .await
+                    .map_err(map_error)?;
                 row.map(<(TokenRecord, Option<Agent>)>::try_from)
                     .transpose()
             })
@@ -162,13 +184,11 @@ impl Store for PgStore {
             .time(async {
                 // One round trip: the function sets the org for its own statement, so row-level
                 // security applies as in an org-scoped transaction (see the migration).
-                let row: Option<AgentRow> =
-                    sqlx::query_as(&format!("SELECT {AGENT_COLUMNS} FROM agent_in_org($1, $2)"))
-                        .bind(org_id)
-                        .bind(agent_id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(map_error)?;
+                let row: Option<AgentRow> = self
+                    .lookups
+                    .fetch_optional(sqlx::query_as(&AGENT_IN_ORG).bind(org_id).bind(agent_id))
+                    .await
+                    .map_err(map_error)?;
                 row.map(Agent::try_from).transpose()
             })
             .await
