@@ -1,5 +1,6 @@
 //! `svc-harness`: the real binaries as separate processes, open and closed loop, CPU per
-//! request of every process, and the gateway's memory.
+//! request of every process, the gateway's memory, and a real token's latency under a flood of
+//! wrong ones.
 //!
 //! ```sh
 //! cargo build --release --bins

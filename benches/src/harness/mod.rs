@@ -12,7 +12,11 @@
 //!   memory before and after;
 //! - open loop at fixed rates (latency from each request's scheduled start, so a stall counts
 //!   for every request queued behind it), up the rate list until the added p99 reaches 5 ms:
-//!   the highest rate under it is the figure.
+//!   the highest rate under it is the figure;
+//! - a flood: the real token at one connection, alone and then while 16 connections send
+//!   wrong secrets on its id and well-formed tokens with random ids as fast as they are
+//!   answered (the gateway's per-address limit on failed authentications is off, so the flood
+//!   reaches the auth server): its p99 each way.
 //!
 //! Everything listens on 127.0.0.1; everything it started is stopped, and the database and the
 //! Redis keys are removed, when it ends.

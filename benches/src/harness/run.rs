@@ -2,10 +2,14 @@
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue};
+use svc_auth_server::pat::Pat;
+use uuid::Uuid;
 
 use super::open_loop;
 use super::procs::{CpuMark, Proc, pids_named, rss_kib, run_once, wait_until};
@@ -193,6 +197,10 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
             ("SVC_PROVIDER_API_KEY", PROVIDER_KEY.to_owned()),
             ("SVC_PROVIDER_MODELS", MODEL.to_owned()),
             ("SVC_RATE_LIMIT_RPM", "100000000".to_owned()),
+            // The flood phase comes from this one address: the gateway's per-address limit
+            // on failed authentications would stop it before the auth server, and the real
+            // token with it.
+            ("SVC_AUTH_FAILURES_PER_MINUTE", "0".to_owned()),
             // Room for the token's one cold Argon2id run on a loaded machine; a warm
             // validation takes well under a millisecond either way.
             ("SVC_AUTH_VALIDATE_TIMEOUT", "1s".to_owned()),
@@ -294,6 +302,8 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         Some(rate) => println!("highest rate with added p99 under 5 ms: {rate} req/s"),
         None => println!("highest rate with added p99 under 5 ms: none of those tried"),
     }
+    println!();
+    flood(config, &through, &token).await?;
     let rss_end = rss_kib(group.gateway);
     if let (Some(start), Some(end)) = (rss_start, rss_end) {
         println!(
@@ -352,6 +362,81 @@ async fn closed_loop(
         gateway,
         cpu_ms_per_request,
     }
+}
+
+/// Connections flooding wrong secrets on the real token's id, and as many flooding forged ids.
+const FLOOD_CONNECTIONS: usize = 8;
+
+/// The real token at one connection, alone and then while `2 * FLOOD_CONNECTIONS` connections
+/// send wrong secrets on its id and well-formed tokens with random ids as fast as they are
+/// answered: its p99 each way, measured in this one run.
+async fn flood(config: &HarnessConfig, through: &Target, token: &str) -> Result<(), String> {
+    let token_id = Pat::parse(token)
+        .map_err(|e| format!("the seeded token: {e}"))?
+        .token_id();
+    let plan = Plan {
+        requests: config.requests,
+        concurrency: 1,
+        idempotency: false,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(120),
+    };
+    let quiet = client::run(through, plan).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let floods: Vec<_> = (0..2 * FLOOD_CONNECTIONS)
+        .map(|i| {
+            let bearer = move || {
+                let id = if i < FLOOD_CONNECTIONS {
+                    token_id
+                } else {
+                    Uuid::new_v4()
+                };
+                Pat::generate(id).expose()
+            };
+            tokio::spawn(client::flood(
+                through.clone(),
+                bearer,
+                stop.clone(),
+                answered.clone(),
+            ))
+        })
+        .collect();
+    let under_way = wait_until(Duration::from_secs(10), || {
+        answered.load(Ordering::Relaxed) >= 100
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let before = answered.load(Ordering::Relaxed);
+    let flooded = client::run(through, plan).await;
+    let flood_rate =
+        (answered.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for flood in floods {
+        let _ = flood.await;
+    }
+    if !under_way {
+        return Err("the flood never got answers".to_owned());
+    }
+    println!(
+        "flood ({FLOOD_CONNECTIONS} connections of wrong secrets on the real token's id, \
+         {FLOOD_CONNECTIONS} of forged ids, {flood_rate:.0} refusals/s; the real token on 1 connection):"
+    );
+    println!(
+        "  alone       p50/p90/p99/p99.9 {} ms{}",
+        quantiles(&quiet),
+        failures(&quiet)
+    );
+    println!(
+        "  flooded     p50/p90/p99/p99.9 {} ms{}",
+        quantiles(&flooded),
+        failures(&flooded)
+    );
+    println!(
+        "  real token's p99 with the flood: {:.1}x its p99 alone",
+        flooded.p99.as_secs_f64() / quiet.p99.as_secs_f64().max(f64::EPSILON)
+    );
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {

@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -129,6 +129,40 @@ async fn worker(target: Arc<Target>, tickets: Arc<AtomicUsize>, plan: Plan) -> T
         }
     }
     tally
+}
+
+/// Sends requests whose bearer token comes from `bearer` back to back on one connection until
+/// `stop`, counting the answers in `answered`. Answers are read, not judged: a flood expects
+/// refusals.
+pub async fn flood(
+    target: Target,
+    bearer: impl Fn() -> String,
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+) {
+    let mut connection: Option<SendRequest<Full<Bytes>>> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let mut request = request(&target, false);
+        if let Ok(value) = HeaderValue::from_str(&format!("Bearer {}", bearer())) {
+            request.headers_mut().insert(AUTHORIZATION, value);
+        }
+        let sender = match connection.take() {
+            Some(sender) if !sender.is_closed() => connection.insert(sender),
+            _ => match connect(target.addr).await {
+                Ok(sender) => connection.insert(sender),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        match tokio::time::timeout(REQUEST_TIMEOUT, exchange(sender, request)).await {
+            Ok(Ok(_)) => {
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => connection = None,
+        }
+    }
 }
 
 /// One chat completion to `target`, as a client sends it.
