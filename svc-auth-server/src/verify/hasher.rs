@@ -174,6 +174,12 @@ impl Hasher {
         self.inner.runs.inc();
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
+            // Hashing yields the CPU to serving: a flood of never-seen secrets keeps its
+            // Argon2 runs busy, and the calls of tokens already verified must not queue behind
+            // them for a time slice. The thread keeps the lowest priority afterwards; this
+            // process's blocking pool runs Argon2 and nothing on a request's path. Failing to
+            // lower it changes nothing else.
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
             let result = work(&inner.argon2);
             drop(permit);
             result
