@@ -75,12 +75,19 @@ pub fn role_pool(options: PgConnectOptions, settings: &PoolSettings, role: &'sta
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 if set_role {
-                    conn.execute(format!("SET ROLE {role}").as_str()).await?;
+                    set_role_on(conn, role).await?;
                 }
                 Ok(())
             })
         })
         .connect_lazy_with(options)
+}
+
+/// Makes `conn` run as `role` (a fixed SQL identifier, never user input); every pool of
+/// application connections does this once per connection.
+pub async fn set_role_on(conn: &mut PgConnection, role: &'static str) -> Result<(), sqlx::Error> {
+    conn.execute(format!("SET ROLE {role}").as_str()).await?;
+    Ok(())
 }
 
 /// A transaction on `pool` in which row-level security sees `org_id` only.

@@ -13,7 +13,7 @@
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow};
 use sqlx::query::QueryAs;
-use sqlx::{ConnectOptions, Executor, FromRow, PgConnection, Postgres};
+use sqlx::{ConnectOptions, FromRow, PgConnection, Postgres};
 
 use super::pool::PoolSettings;
 
@@ -48,7 +48,7 @@ impl bb8::ManageConnection for Manager {
     async fn connect(&self) -> Result<Connection, sqlx::Error> {
         let mut conn = self.options.connect().await?;
         if let Some(role) = self.set_role {
-            conn.execute(format!("SET ROLE {role}").as_str()).await?;
+            svc_runtime::postgres::set_role_on(&mut conn, role).await?;
         }
         Ok(Connection {
             conn,
