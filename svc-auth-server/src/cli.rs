@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use uuid::Uuid;
 
+use svc_runtime::Secret;
 use svc_runtime::config::{EXIT_CONFIG, Environment, Vars};
+use svc_runtime::error_report;
 use svc_runtime::shutdown::shutdown_signal;
 use svc_runtime::telemetry;
 use svc_runtime::telemetry::otel::TraceExport;
@@ -148,10 +150,7 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     if let (Command::Serve, Err(error)) = (&command, config.check_serving()) {
         return fail(EXIT_CONFIG, error);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match svc_runtime::runtime::build(config.worker_threads) {
         Ok(runtime) => runtime,
         Err(error) => return fail(1, format_args!("cannot start the runtime: {error}")),
     };
@@ -176,6 +175,18 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     if tracing::subscriber::set_global_default(subscriber).is_err() {
         return fail(1, "a log subscriber is installed already");
     }
+    // Only serving reports errors; the client's transport is a thread of its own.
+    let errors = match command {
+        Command::Serve => error_report::init(
+            config.sentry_dsn.as_ref().map(Secret::expose),
+            concat!("svc-auth-server@", env!("CARGO_PKG_VERSION")),
+            config.environment,
+        ),
+        _ => None,
+    };
+    if errors.is_some() {
+        tracing::info!("error reporting is on");
+    }
     runtime.block_on(async move {
         let code = match command {
             Command::Serve => serve(config).await,
@@ -185,6 +196,9 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
         };
         if let Some(traces) = traces {
             traces.shutdown().await;
+        }
+        if let Some(errors) = errors {
+            errors.shutdown().await;
         }
         code
     })

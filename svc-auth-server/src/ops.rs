@@ -2,6 +2,8 @@
 //!
 //! `/ready` runs the `postgres` and `grpc` checks in parallel (500 ms each, 750 ms overall);
 //! check messages are fixed words, never a driver error that could carry a host or a DSN.
+//! Once the shutdown has begun it answers 503 without checking, while the gRPC calls in flight
+//! drain.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use axum::routing::get;
 use futures_util::future::BoxFuture;
 use prometheus_client::registry::Registry;
 use svc_runtime::health::{Checker, Readiness, ReadinessReport};
+use svc_runtime::shutdown::Drain;
 use tokio::net::TcpStream;
 
 use crate::store::{Store, StoreError};
@@ -24,17 +27,19 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 #[derive(Clone)]
 struct OpsState {
     readiness: Arc<Readiness>,
+    serving: Drain,
     registry: Arc<Registry>,
 }
 
-/// The ops router.
-pub fn router(readiness: Readiness, registry: Arc<Registry>) -> Router {
+/// The ops router; `/ready` fails once `serving` drains.
+pub fn router(readiness: Readiness, serving: Drain, registry: Arc<Registry>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .with_state(OpsState {
             readiness: Arc::new(readiness),
+            serving,
             registry,
         })
 }
@@ -44,7 +49,7 @@ async fn health() -> Response {
 }
 
 async fn ready(State(state): State<OpsState>) -> Response {
-    let report = state.readiness.run().await;
+    let report = state.readiness.run_while_serving(&state.serving).await;
     (report.http_status(), axum::Json(report)).into_response()
 }
 

@@ -32,6 +32,7 @@ use tonic_health::server::HealthReporter;
 
 use crate::config::Config;
 use crate::grpc::AuthApi;
+use crate::grpc::reports::ReportLayer;
 use crate::metrics::AuthMetrics;
 use crate::migrate::{self, MigrateError};
 use crate::ops::{self, StoreChecker, TcpChecker};
@@ -165,6 +166,7 @@ impl Server {
         let incoming = crate::incoming::capped(grpc_listener, config.http.max_connections);
         let grpc = tokio::spawn(
             builder
+                .layer(ReportLayer::new(config.sentry_dsn.is_some()))
                 .add_service(auth)
                 .add_service(health_service)
                 .add_service(reflection_v1)
@@ -176,7 +178,10 @@ impl Server {
             Box::new(StoreChecker::new(store)),
             Box::new(TcpChecker::new("grpc", grpc_addr)),
         ]);
-        let app = ops::router(readiness, Arc::new(registry));
+        // Readiness fails for the whole shutdown; the ops listener itself drains only after the
+        // gRPC calls have, so a prober keeps getting its 503 meanwhile.
+        let serving = Drain::new();
+        let app = ops::router(readiness, serving.clone(), Arc::new(registry));
         let http = http_server::serve(http_listener, config.http, app, Drain::new()).map_err(
             |source| StartError::Bind {
                 addr: http_addr,
@@ -189,6 +194,7 @@ impl Server {
             grpc_addr,
             http_addr,
             shutdown,
+            serving,
             grace: config.http.shutdown_grace,
             grpc,
             http: Some(http),
@@ -220,6 +226,7 @@ pub struct RunningServer {
     /// Where the HTTP ops routes listen.
     pub http_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
+    serving: Drain,
     grace: Duration,
     grpc: JoinHandle<Result<(), tonic::transport::Error>>,
     http: Option<Serving>,
@@ -253,27 +260,22 @@ impl RunningServer {
         self.health
             .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
             .await;
+        self.serving.start();
         let _ = self.shutdown.send(true);
-        let http = self.http.take();
-        // The ops listener drains under its own bound of the same grace period.
-        let http = async move {
-            if let Some(http) = http {
-                http.shutdown().await;
-            }
-        };
         let grace = tokio::time::sleep(self.grace);
-        let grpc = async {
-            tokio::select! {
-                joined = &mut self.grpc => flatten(joined, ServeError::Grpc),
-                () = grace => { self.grpc.abort(); Ok(()) }
-            }
+        let grpc = tokio::select! {
+            joined = &mut self.grpc => flatten(joined, ServeError::Grpc),
+            () = grace => { self.grpc.abort(); Ok(()) }
         };
-        let (grpc, ()) = tokio::join!(grpc, http);
+        if let Some(http) = self.http.take() {
+            http.shutdown().await;
+        }
         grpc
     }
 
     fn stop_now(&mut self) {
         self.metrics.process_up.set(0);
+        self.serving.start();
         let _ = self.shutdown.send(true);
         self.grpc.abort();
         if let Some(http) = &self.http {

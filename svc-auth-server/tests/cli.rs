@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -11,25 +10,9 @@ use serde_json::Value;
 use svc_auth_server::pat::Pat;
 use svc_proto::v1;
 use svc_testkit::TestDb;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use uuid::Uuid;
-
-const BIN: &str = env!("CARGO_BIN_EXE_svc-auth-server");
-
-/// The binary with exactly `vars` as its environment.
-fn command(args: &[&str], vars: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args(args)
-        .env_clear()
-        .envs(vars.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    command
-}
 
 struct Outcome {
     code: Option<i32>,
@@ -229,33 +212,12 @@ async fn seed_refuses_production_and_remote_databases() {
 #[tokio::test]
 async fn serve_logs_never_contain_tokens_or_secrets() {
     let h = start().await;
-    let mut child = command(
-        &["serve"],
-        &[
-            ("POSTGRES_DSN", h.db.url()),
-            ("SVC_PORT", "0"),
-            ("SVC_GRPC_PORT", "0"),
-            ("SVC_BIND_ADDR", "127.0.0.1"),
-            ("SVC_LOG_LEVEL", "debug"),
-        ],
-    )
-    .spawn()
-    .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut logs = String::new();
-    let grpc_addr = loop {
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(20), stdout.read_line(&mut line))
-            .await
-            .expect("the server logs its start")
-            .unwrap();
-        assert!(read > 0, "the server exited: {logs}");
-        logs.push_str(&line);
-        let parsed: Value = serde_json::from_str(&line).expect("JSON log lines");
-        if parsed["message"] == "svc-auth-server listening" {
-            break parsed["grpc_addr"].as_str().unwrap().parse().unwrap();
-        }
-    };
+    let Serving {
+        mut child,
+        mut stdout,
+        grpc_addr,
+        mut logs,
+    } = serve_binary(&[("POSTGRES_DSN", h.db.url()), ("SVC_LOG_LEVEL", "debug")]).await;
     let mut client = connect(grpc_addr).await;
 
     let admin = h.seed.admin_token.clone();

@@ -156,8 +156,9 @@ async fn reflection_lists_the_auth_service() {
 }
 
 #[tokio::test]
-async fn shutdown_reports_not_serving_to_health_watchers_first() {
+async fn shutdown_reports_not_serving_to_health_watchers_first_and_fails_ready() {
     let h = start().await;
+    let server_http_addr = h.server.http_addr;
     let channel = channel(h.server.grpc_addr).await;
     let mut watch = HealthClient::new(channel)
         .watch(HealthCheckRequest {
@@ -176,6 +177,15 @@ async fn shutdown_reports_not_serving_to_health_watchers_first() {
         .unwrap()
         .unwrap();
     assert_eq!(next.status(), ServingStatus::NotServing);
+
+    // The open watch holds the gRPC drain; meanwhile the ops listener still answers, 503.
+    let (status, _, body) = http_get(server_http_addr, "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["checks"]["shutdown"]["message"], "shutting down",
+        "{body}"
+    );
     drop(watch);
     tokio::time::timeout(Duration::from_secs(5), stopping)
         .await

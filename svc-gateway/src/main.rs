@@ -3,8 +3,7 @@
 use svc_gateway::Gateway;
 use svc_gateway::config::{Config, EXIT_CONFIG};
 
-#[tokio::main]
-async fn main() {
+fn main() {
     if std::env::args_os()
         .nth(1)
         .is_some_and(|command| command == "dev")
@@ -21,6 +20,17 @@ async fn main() {
             std::process::exit(EXIT_CONFIG);
         }
     };
+    let runtime = match svc_runtime::runtime::build(config.worker_threads) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the runtime: {error}");
+            std::process::exit(1);
+        }
+    };
+    runtime.block_on(serve(config));
+}
+
+async fn serve(config: Config) {
     let telemetry = match svc_gateway::telemetry::init(&config) {
         Ok(telemetry) => telemetry,
         Err(error) => {

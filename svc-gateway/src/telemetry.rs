@@ -5,13 +5,13 @@
 //! The log layer and the OTLP exporter are [`svc_runtime::telemetry`], the ones the auth
 //! server uses; the gateway keeps each event's fields under `fields` in its JSON lines. Each
 //! request's span is made by [`crate::request_span`]. With `SENTRY_DSN`, 5xx answers and
-//! panics go to Sentry ([`crate::error_report`]).
+//! panics go to Sentry ([`crate::error_report`], [`svc_runtime::error_report`]).
 
 use svc_runtime::telemetry::otel::{ExportError, TraceExport};
 use svc_runtime::telemetry::{JsonFields, subscriber_with};
 
 use crate::config::Config;
-use crate::error_report::{self, ErrorReports};
+use svc_runtime::error_report::{self, ErrorReports};
 
 /// What [`init`] started; [`Telemetry::shutdown`] it on the way out.
 #[derive(Debug, Default)]
@@ -47,7 +47,11 @@ pub fn init(config: &Config) -> Result<Telemetry, ExportError> {
         return Ok(Telemetry::default());
     }
     let dsn = config.sentry_dsn.as_ref().map(|dsn| dsn.expose());
-    let errors = error_report::init(dsn, config.env);
+    let errors = error_report::init(
+        dsn,
+        concat!("svc-gateway@", env!("CARGO_PKG_VERSION")),
+        config.env,
+    );
     if errors.is_some() {
         tracing::info!("error reporting is on");
     }

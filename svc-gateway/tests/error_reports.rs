@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use http::Request;
 use serde_json::json;
-use support::sentry_sink::{SentrySink, tag};
 use support::{LIVE_MODEL, PROVIDER_KEY, Reply, Script, Upstream, World, auth, client, send};
+use svc_testkit::sentry_sink::{SentrySink, tag};
 
 use procs::{Child, GATEWAY_BIN, spawn, wait_healthy};
 

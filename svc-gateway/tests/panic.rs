@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::json;
-use support::sentry_sink::{SentrySink, tag};
 use support::{Env, World, assert_envelope, config};
 use svc_gateway::Gateway;
 use svc_gateway::provider::{
     CallInfo, Provider, ProviderError, ProviderReply, Registry, mock::MockProvider,
 };
 use svc_gateway::request::ApiRequest;
+use svc_testkit::sentry_sink::{SentrySink, tag};
 
 const BOOM: &str = "svc-boom-1";
 
@@ -100,9 +100,12 @@ async fn a_panic_is_reported_once_with_the_request_ids_and_without_its_message()
     let dsn = sink.dsn();
     // Process-wide, as in the binary: the panic hook reports any panic of this test process,
     // so only the events tagged with this request's id are looked at.
-    let reports =
-        svc_gateway::error_report::init(Some(&dsn), svc_runtime::config::Environment::Staging)
-            .expect("a DSN starts the client");
+    let reports = svc_runtime::error_report::init(
+        Some(&dsn),
+        "svc-gateway@test",
+        svc_runtime::config::Environment::Staging,
+    )
+    .expect("a DSN starts the client");
     let env = panicking_gateway(&[("SENTRY_DSN", &dsn)]).await;
 
     let reply = env

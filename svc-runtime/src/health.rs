@@ -47,6 +47,8 @@ use futures_util::future::{BoxFuture, join_all};
 use http::StatusCode;
 use serde::Serialize;
 
+use crate::shutdown::Drain;
+
 /// Default time one checker may take (SPEC: 500 ms).
 pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -123,6 +125,20 @@ impl ReadinessReport {
         }
     }
 
+    /// `unhealthy`, with the one check `shutdown` failed: what `/ready` answers once a shutdown
+    /// has begun, so load balancers stop sending before the connections close.
+    pub fn shutting_down() -> ReadinessReport {
+        let check = CheckResult {
+            status: CheckStatus::Failed,
+            message: Some("shutting down".to_owned()),
+            latency_ms: 0,
+        };
+        ReadinessReport {
+            status: ReadinessStatus::Unhealthy,
+            checks: [("shutdown".to_owned(), check)].into(),
+        }
+    }
+
     /// 200 for `ok` and `degraded`, 503 for `unhealthy`.
     pub fn http_status(&self) -> StatusCode {
         match self.status {
@@ -165,6 +181,16 @@ impl Readiness {
         self.check_timeout = check_timeout;
         self.overall_timeout = overall_timeout;
         self
+    }
+
+    /// [`Readiness::run`] while `drain` serves; [`ReadinessReport::shutting_down`] without
+    /// checking once it drains.
+    pub async fn run_while_serving(&self, drain: &Drain) -> ReadinessReport {
+        if drain.is_draining() {
+            ReadinessReport::shutting_down()
+        } else {
+            self.run().await
+        }
     }
 
     /// Runs every checker in parallel and builds the report.

@@ -6,6 +6,8 @@
 //! | [`config`] | [`config::Vars`] (a map of the environment) and the one [`config::ConfigError`], `VAR: problem` |
 //! | [`secret`] | [`Secret`], the one redacting wrapper for DSNs and keys |
 //! | [`telemetry`] | log setup (`SVC_LOG_LEVEL`, `SVC_LOG_FORMAT`) and OTLP trace export (`OTEL_*`) |
+//! | `error_report` | (feature `error-reports`) the Sentry client of `SENTRY_DSN`, its panic hook, and the scrubbing of every event |
+//! | [`runtime`] | the Tokio runtime, sized by `SVC_WORKER_THREADS` (half the CPUs by default) |
 //! | [`shutdown`] | the SIGINT/SIGTERM future and the [`shutdown::Drain`] of a bounded shutdown |
 //! | `http_server` | (feature `http-server`) the one HTTP serve loop: timeouts, connection cap, drain |
 //! | [`health`] | readiness checks in parallel under per-check and overall budgets, and the `/ready` body |
@@ -19,10 +21,13 @@
 #[cfg(feature = "auth-client")]
 pub mod auth_client;
 pub mod config;
+#[cfg(feature = "error-reports")]
+pub mod error_report;
 pub mod health;
 #[cfg(feature = "http-server")]
 pub mod http_server;
 pub mod postgres;
+pub mod runtime;
 pub mod secret;
 pub mod shutdown;
 pub mod telemetry;

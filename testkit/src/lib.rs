@@ -8,11 +8,14 @@
 //! [`RedisCluster`] starts a real Redis Cluster on loopback for the tests that need one.
 //!
 //! With the `fake-auth` feature, the `fake_auth` module serves a scripted `svc.auth.v1.AuthService` on
-//! loopback for tests of its clients.
+//! loopback for tests of its clients; with `sentry-sink`, `sentry_sink` records the error reports
+//! a service sends.
 
 #[cfg(feature = "fake-auth")]
 pub mod fake_auth;
 pub mod redis_cluster;
+#[cfg(feature = "sentry-sink")]
+pub mod sentry_sink;
 
 pub use redis_cluster::RedisCluster;
 

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release --bins
-//! target/release/svc-harness [--requests N] [--seconds S] [--rates 250,500,1000,...]
+//! target/release/svc-harness [--requests N] [--seconds S] [--rates 250,500,1000,...] [--env NAME=VALUE]...
 //! ```
 //!
 //! Needs PostgreSQL (`SVC_TEST_POSTGRES_URL`, default
@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use svc_benches::harness::{self, HarnessConfig};
 
-const USAGE: &str = "usage: svc-harness [--requests N] [--seconds S] [--rates R1,R2,...] [--bin-dir DIR]\n       svc-harness upstream --port P";
+const USAGE: &str = "usage: svc-harness [--requests N] [--seconds S] [--rates R1,R2,...] [--bin-dir DIR] [--env NAME=VALUE]...\n       svc-harness upstream --port P";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,6 +70,7 @@ fn parse(args: &[String]) -> Result<HarnessConfig, String> {
         seconds: 5,
         rates: vec![250, 500, 1000, 1500, 2000, 3000, 4000, 6000],
         log_dir: std::env::temp_dir(),
+        service_env: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -87,6 +88,13 @@ fn parse(args: &[String]) -> Result<HarnessConfig, String> {
                     .map_err(|_| "--rates: comma-separated requests per second")?
             }
             "--bin-dir" => config.bin_dir = PathBuf::from(value()?),
+            "--env" => {
+                let pair = value()?;
+                let (name, value) = pair
+                    .split_once('=')
+                    .ok_or("--env: NAME=VALUE, set for both services")?;
+                config.service_env.push((name.to_owned(), value.to_owned()));
+            }
             "--help" | "-h" => return Err("help".to_owned()),
             other => return Err(format!("unknown argument {other:?}")),
         }

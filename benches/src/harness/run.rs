@@ -41,6 +41,9 @@ pub struct HarnessConfig {
     pub rates: Vec<u32>,
     /// Where the services' logs go.
     pub log_dir: PathBuf,
+    /// Variables set for both services on top of the harness's own (`--env NAME=VALUE`), to
+    /// measure a setting.
+    pub service_env: Vec<(String, String)>,
 }
 
 /// Serves the fake upstream on `port` until killed.
@@ -165,46 +168,60 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         free_port().map_err(|e| e.to_string())?,
         free_port().map_err(|e| e.to_string())?,
     );
+    let extra = || {
+        config
+            .service_env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+    };
+    let auth_env: Vec<_> = [
+        dsn_env,
+        quiet.clone(),
+        ("SVC_BIND_ADDR", "127.0.0.1".to_owned()),
+        ("SVC_PORT", auth_http.to_string()),
+        ("SVC_GRPC_PORT", grpc_port.to_string()),
+    ]
+    .into_iter()
+    .chain(extra())
+    .collect();
     let auth = Proc::spawn(
         "svc-auth-server",
         &auth_bin,
         &["serve"],
-        &[
-            dsn_env,
-            quiet.clone(),
-            ("SVC_BIND_ADDR", "127.0.0.1".to_owned()),
-            ("SVC_PORT", auth_http.to_string()),
-            ("SVC_GRPC_PORT", grpc_port.to_string()),
-        ],
+        &auth_env,
         &log("svc-auth-server"),
     )
     .map_err(|e| format!("svc-auth-server: {e}"))?;
     let gateway_port = free_port().map_err(|e| e.to_string())?;
+    let gateway_env: Vec<_> = [
+        quiet,
+        ("SVC_PORT", gateway_port.to_string()),
+        ("SVC_AUTH_GRPC_ADDR", format!("127.0.0.1:{grpc_port}")),
+        ("REDIS_URL", config.redis_url.clone()),
+        ("SVC_REDIS_KEY_PREFIX", prefix.to_owned()),
+        (
+            "SVC_PROVIDER_BASE_URL",
+            format!("http://127.0.0.1:{upstream_port}/v1"),
+        ),
+        ("SVC_PROVIDER_API_KEY", PROVIDER_KEY.to_owned()),
+        ("SVC_PROVIDER_MODELS", MODEL.to_owned()),
+        ("SVC_RATE_LIMIT_RPM", "100000000".to_owned()),
+        // The flood phase comes from this one address: the gateway's per-address limit
+        // on failed authentications would stop it before the auth server, and the real
+        // token with it.
+        ("SVC_AUTH_FAILURES_PER_MINUTE", "0".to_owned()),
+        // Room for the token's one cold Argon2id run on a loaded machine; a warm
+        // validation takes well under a millisecond either way.
+        ("SVC_AUTH_VALIDATE_TIMEOUT", "1s".to_owned()),
+    ]
+    .into_iter()
+    .chain(extra())
+    .collect();
     let gateway = Proc::spawn(
         "svc-gateway",
         &gateway_bin,
         &[],
-        &[
-            quiet,
-            ("SVC_PORT", gateway_port.to_string()),
-            ("SVC_AUTH_GRPC_ADDR", format!("127.0.0.1:{grpc_port}")),
-            ("REDIS_URL", config.redis_url.clone()),
-            ("SVC_REDIS_KEY_PREFIX", prefix.to_owned()),
-            (
-                "SVC_PROVIDER_BASE_URL",
-                format!("http://127.0.0.1:{upstream_port}/v1"),
-            ),
-            ("SVC_PROVIDER_API_KEY", PROVIDER_KEY.to_owned()),
-            ("SVC_PROVIDER_MODELS", MODEL.to_owned()),
-            ("SVC_RATE_LIMIT_RPM", "100000000".to_owned()),
-            // The flood phase comes from this one address: the gateway's per-address limit
-            // on failed authentications would stop it before the auth server, and the real
-            // token with it.
-            ("SVC_AUTH_FAILURES_PER_MINUTE", "0".to_owned()),
-            // Room for the token's one cold Argon2id run on a loaded machine; a warm
-            // validation takes well under a millisecond either way.
-            ("SVC_AUTH_VALIDATE_TIMEOUT", "1s".to_owned()),
-        ],
+        &gateway_env,
         &log("svc-gateway"),
     )
     .map_err(|e| format!("svc-gateway: {e}"))?;

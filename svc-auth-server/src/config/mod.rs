@@ -22,11 +22,13 @@
 //! | `SVC_HTTP_IDLE_TIMEOUT` | HTTP: a connection with no request in flight this long is closed | 60s |
 //! | `SVC_HTTP_MAX_CONNECTIONS` | connections served at once, per listener (HTTP and gRPC) | 4096 |
 //! | `SVC_SHUTDOWN_GRACE` | how long a shutdown waits for calls in flight | 10s |
+//! | `SVC_WORKER_THREADS` | the async runtime's worker threads (Argon2 runs on threads of its own) | half the CPU count, at least 1 |
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `host:port` of an OTLP gRPC collector, `https://host:port` over TLS; empty: no export | empty |
 //! | `OTEL_EXPORTER_OTLP_CERTIFICATE` | PEM file: CA certificates also trusted for an `https://` collector | unset |
 //! | `OTEL_SAMPLE_RATIO` | share of traces started here that are exported, 0..=1 | 0.01 |
 //! | `OTEL_SERVICE_NAME` | exported `service.name`; else `SVC_SERVICE_NAME`, else svc-auth-server | |
 //! | `OTEL_DEPLOYMENT_ENVIRONMENT` | exported `deployment.environment`; else `SVC_ENV` | |
+//! | `SENTRY_DSN` | a Sentry DSN: Internal, Unknown and DataLoss answers and panics are reported | unset |
 //!
 //! ```
 //! use svc_auth_server::config::Config;
@@ -99,6 +101,9 @@ pub const SVC_DB_CONNECT_TIMEOUT: &str = "SVC_DB_CONNECT_TIMEOUT";
 /// Pool acquire timeout.
 pub const SVC_DB_ACQUIRE_TIMEOUT: &str = "SVC_DB_ACQUIRE_TIMEOUT";
 
+/// Sentry DSN.
+pub const SENTRY_DSN: &str = "SENTRY_DSN";
+
 /// The binary's name: the exported `service.name` unless `OTEL_SERVICE_NAME` or
 /// `SVC_SERVICE_NAME` says otherwise.
 pub const SERVICE_NAME: &str = "svc-auth-server";
@@ -150,12 +155,16 @@ pub struct Config {
     pub otel: OtelSettings,
     /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: timeouts, connection cap, drain.
     pub http: HttpSettings,
+    /// `SENTRY_DSN`: a checked Sentry DSN; server faults and panics are reported there.
+    pub sentry_dsn: Option<Secret>,
+    /// `SVC_WORKER_THREADS`: the runtime's workers.
+    pub worker_threads: usize,
 }
 
 /// Half the CPUs: a flood of never-seen secrets, each worth an Argon2 run, leaves the other
 /// half to the tokens already verified.
 fn default_hash_concurrency() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+    svc_runtime::runtime::half_the_cpus()
 }
 
 impl Config {
@@ -177,6 +186,8 @@ impl Config {
             failure_limits: FailureLimits::default(),
             otel: OtelSettings::disabled(SERVICE_NAME, Environment::Development),
             http: HttpSettings::default(),
+            sentry_dsn: None,
+            worker_threads: svc_runtime::runtime::half_the_cpus(),
         }
     }
 
@@ -303,6 +314,8 @@ impl Config {
             },
             otel: OtelSettings::from_vars(vars, SERVICE_NAME, environment)?,
             http: HttpSettings::from_vars(vars)?,
+            sentry_dsn: vars.parse_or(SENTRY_DSN, None, svc_runtime::error_report::parse_dsn)?,
+            worker_threads: svc_runtime::runtime::worker_threads(vars)?,
         })
     }
 }

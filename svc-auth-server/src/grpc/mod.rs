@@ -24,6 +24,7 @@ use crate::verify::{ValidToken, Verifier};
 
 mod convert;
 mod issuer;
+pub mod reports;
 pub mod status;
 mod trace;
 mod usage;

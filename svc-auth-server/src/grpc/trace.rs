@@ -4,6 +4,7 @@
 //! Only a well-formed `traceparent` is used, and only its parsed trace id is recorded: the raw
 //! metadata is caller-controlled text and never reaches a log line.
 
+use http::HeaderMap;
 use svc_tower::request_id::TraceId;
 use svc_tower::trace_context::TRACEPARENT;
 use tonic::metadata::MetadataMap;
@@ -11,8 +12,8 @@ use tracing::Span;
 use tracing::field::{Empty, display};
 
 /// The trace id of the call's one valid `traceparent`; several values are ambiguous, so none.
-pub(crate) fn trace_id(metadata: &MetadataMap) -> Option<TraceId> {
-    let mut values = metadata.get_all(TRACEPARENT.as_str()).iter();
+pub(crate) fn trace_id(headers: &HeaderMap) -> Option<TraceId> {
+    let mut values = headers.get_all(&TRACEPARENT).iter();
     let first = values.next()?;
     if values.next().is_some() {
         return None;
@@ -23,7 +24,7 @@ pub(crate) fn trace_id(metadata: &MetadataMap) -> Option<TraceId> {
 /// An INFO span named `rpc` with the call's `method` and, when the caller sent one, `trace_id`.
 pub(crate) fn span(method: &'static str, metadata: &MetadataMap) -> Span {
     let span = tracing::info_span!("rpc", method, trace_id = Empty);
-    if let Some(trace) = trace_id(metadata) {
+    if let Some(trace) = trace_id(metadata.as_ref()) {
         span.record("trace_id", display(trace));
         // The exported span is the caller's child (nothing happens without export).
         if let Some(traceparent) = metadata.get(TRACEPARENT.as_str()) {
@@ -41,12 +42,12 @@ mod tests {
 
     const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-    fn metadata(values: &[&'static str]) -> MetadataMap {
+    fn metadata(values: &[&'static str]) -> HeaderMap {
         let mut metadata = MetadataMap::new();
         for value in values {
             metadata.append("traceparent", MetadataValue::from_static(value));
         }
-        metadata
+        metadata.into_headers()
     }
 
     #[test]

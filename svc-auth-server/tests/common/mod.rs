@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::net::SocketAddr;
+use std::process::Stdio;
 use std::time::Duration;
 
 use svc_auth_server::config::Config;
@@ -12,6 +13,8 @@ use svc_auth_server::{RunningServer, Server};
 use svc_proto::v1;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_testkit::TestDb;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{ChildStdout, Command};
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 use uuid::Uuid;
@@ -193,4 +196,67 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<(String, String
 /// A FaultProxy in front of the database of `dsn`, and the DSN going through it.
 pub async fn through_proxy(dsn: &str) -> (svc_testkit::FaultProxy, String) {
     svc_testkit::FaultProxy::for_postgres(dsn).await
+}
+
+/// The real binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_svc-auth-server");
+
+/// The binary with exactly `vars` as its environment.
+pub fn command(args: &[&str], vars: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env_clear()
+        .envs(vars.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+/// `svc-auth-server serve` on loopback ports, once it has logged where it listens.
+pub struct Serving {
+    pub child: tokio::process::Child,
+    pub stdout: BufReader<ChildStdout>,
+    pub grpc_addr: SocketAddr,
+    /// Every line logged up to the start.
+    pub logs: String,
+}
+
+/// Starts `serve` with `vars` and both listeners on 127.0.0.1, OS-assigned ports.
+pub async fn serve_binary(vars: &[(&str, &str)]) -> Serving {
+    let mut vars = vars.to_vec();
+    vars.extend([
+        ("SVC_PORT", "0"),
+        ("SVC_GRPC_PORT", "0"),
+        ("SVC_BIND_ADDR", "127.0.0.1"),
+    ]);
+    let mut child = command(&["serve"], &vars)
+        .spawn()
+        .expect("spawn the binary");
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut logs = String::new();
+    let grpc_addr = loop {
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(20), stdout.read_line(&mut line))
+            .await
+            .expect("the server logs its start")
+            .expect("read the logs");
+        assert!(read > 0, "the server exited: {logs}");
+        logs.push_str(&line);
+        let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON log lines");
+        if parsed["message"] == "svc-auth-server listening" {
+            break parsed["grpc_addr"]
+                .as_str()
+                .and_then(|addr| addr.parse().ok())
+                .expect("the gRPC address");
+        }
+    };
+    Serving {
+        child,
+        stdout,
+        grpc_addr,
+        logs,
+    }
 }

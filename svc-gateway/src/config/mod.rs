@@ -105,6 +105,8 @@ pub struct Config {
     pub sentry_dsn: Option<Secret>,
     /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: the listener's timeouts, cap and drain.
     pub http: HttpSettings,
+    /// `SVC_WORKER_THREADS`: the runtime's workers.
+    pub worker_threads: usize,
 }
 
 impl Config {
@@ -212,13 +214,7 @@ impl Config {
             false,
             svc_runtime::config::parse_bool,
         )?;
-        let sentry_dsn = vars.parse_or(SENTRY_DSN, None, |v| {
-            // The error names no part of the value: the DSN holds the project's key.
-            match v.parse::<sentry::types::Dsn>() {
-                Ok(_) => Ok(Some(Secret::new(v))),
-                Err(_) => Err("not a Sentry DSN (https://<key>@<host>/<project>)".to_owned()),
-            }
-        })?;
+        let sentry_dsn = vars.parse_or(SENTRY_DSN, None, svc_runtime::error_report::parse_dsn)?;
 
         let http = HttpSettings::from_vars(vars)?;
 
@@ -250,6 +246,7 @@ impl Config {
             trust_inbound_sampling,
             sentry_dsn,
             http,
+            worker_threads: svc_runtime::runtime::worker_threads(vars)?,
         })
     }
 }

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use prometheus_client::registry::Registry;
-use svc_runtime::health::{CheckResult, CheckStatus, Readiness, ReadinessReport, ReadinessStatus};
+use svc_runtime::health::{Readiness, ReadinessReport};
 use svc_runtime::shutdown::Drain;
 
 /// The content type of prometheus-client's text encoding.
@@ -21,25 +21,8 @@ pub(crate) async fn health() -> Json<ReadinessReport> {
 /// Readiness: every checker in parallel, 200 or 503; 503 without checking once the shutdown
 /// has begun, so load balancers stop sending before the connections close.
 pub(crate) async fn ready(State((readiness, drain)): State<(Arc<Readiness>, Drain)>) -> Response {
-    let report = if drain.is_draining() {
-        shutting_down()
-    } else {
-        readiness.run().await
-    };
+    let report = readiness.run_while_serving(&drain).await;
     (report.http_status(), Json(report)).into_response()
-}
-
-/// `unhealthy`, with the one check `shutdown` failed.
-pub(crate) fn shutting_down() -> ReadinessReport {
-    let check = CheckResult {
-        status: CheckStatus::Failed,
-        message: Some("shutting down".to_owned()),
-        latency_ms: 0,
-    };
-    ReadinessReport {
-        status: ReadinessStatus::Unhealthy,
-        checks: [("shutdown".to_owned(), check)].into(),
-    }
 }
 
 /// The Prometheus exposition.

@@ -4,7 +4,6 @@
 
 pub mod auth;
 pub mod client;
-pub mod sentry_sink;
 pub mod stack;
 pub mod upstream;
 
