@@ -314,7 +314,8 @@ impl Gateway {
         let config = &self.config;
         let mut pat_auth = PatAuthLayer::new(self.auth.clone())
             .metrics(self.metrics.clone())
-            .prefetch_agent();
+            .prefetch_agent()
+            .refusal_delay(config.auth_refusal_delay);
         if let Some(limit) = self.auth_failure_limit() {
             pat_auth = pat_auth.failure_limit(limit);
         }

@@ -37,6 +37,8 @@ pub const DEFAULT_PORT: u16 = 8080;
 pub const DEFAULT_AUTH_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
 /// Default `SVC_RATE_LIMIT_RPM`.
 pub const DEFAULT_RATE_LIMIT_RPM: u32 = 600;
+/// Default `SVC_AUTH_REFUSAL_DELAY`.
+pub const DEFAULT_AUTH_REFUSAL_DELAY: Duration = Duration::from_millis(100);
 /// Default `SVC_AUTH_FAILURES_PER_MINUTE`.
 pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 60;
 /// Default `SVC_PROVIDER_TIMEOUT`.
@@ -73,6 +75,8 @@ pub struct Config {
     pub rate_limit_tpm_timeout: Duration,
     /// Rejected tokens per client address per minute; 0 disables the limit.
     pub auth_failures_per_minute: u32,
+    /// `SVC_AUTH_REFUSAL_DELAY`: how long after its arrival a refused request is answered.
+    pub auth_refusal_delay: Duration,
     /// Where the client address comes from when a trusted proxy sets it.
     pub trusted_proxy_header: Option<HeaderName>,
     /// Providers.
@@ -166,6 +170,15 @@ impl Config {
                     .map_err(|_| format!("{v:?} is not a whole number"))
             },
         )?;
+        let auth_refusal_delay =
+            vars.parse_or(SVC_AUTH_REFUSAL_DELAY, DEFAULT_AUTH_REFUSAL_DELAY, |v| {
+                match svc_runtime::config::parse_duration(v.trim())? {
+                    delay if delay > Duration::from_secs(10) => {
+                        Err(format!("{v:?} is more than 10s"))
+                    }
+                    delay => Ok(delay),
+                }
+            })?;
         let trusted_proxy_header =
             vars.parse_or(SVC_TRUSTED_PROXY_HEADER, None, |v| header_name(v).map(Some))?;
         let provider = provider_config(vars, production)?;
@@ -231,6 +244,7 @@ impl Config {
             default_completion_tokens,
             rate_limit_tpm_timeout,
             auth_failures_per_minute,
+            auth_refusal_delay,
             trusted_proxy_header,
             provider,
             max_request_body_bytes,

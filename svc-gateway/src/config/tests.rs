@@ -312,13 +312,22 @@ fn tls_cert_and_key_go_together() {
 fn auth_failure_limit_variables() {
     let c = parse(&[]).unwrap();
     assert_eq!(c.auth_failures_per_minute, DEFAULT_AUTH_FAILURES_PER_MINUTE);
+    assert_eq!(c.auth_refusal_delay, DEFAULT_AUTH_REFUSAL_DELAY);
     assert_eq!(c.trusted_proxy_header, None);
     let c = parse(&[
         (SVC_AUTH_FAILURES_PER_MINUTE, "0"),
+        (SVC_AUTH_REFUSAL_DELAY, "0s"),
         (SVC_TRUSTED_PROXY_HEADER, "X-Forwarded-For"),
     ])
     .unwrap();
     assert_eq!(c.auth_failures_per_minute, 0);
+    assert_eq!(c.auth_refusal_delay, Duration::ZERO);
+    for bad in ["100", "11s", "soon"] {
+        assert_eq!(
+            refused(&[(SVC_AUTH_REFUSAL_DELAY, bad)]).variable,
+            SVC_AUTH_REFUSAL_DELAY
+        );
+    }
     assert_eq!(c.trusted_proxy_header.unwrap(), "x-forwarded-for");
     assert_eq!(
         refused(&[(SVC_AUTH_FAILURES_PER_MINUTE, "-1")]).variable,

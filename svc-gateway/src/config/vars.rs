@@ -26,6 +26,9 @@ pub const SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS: &str =
 pub const SVC_RATE_LIMIT_TPM_TIMEOUT: &str = "SVC_RATE_LIMIT_TPM_TIMEOUT";
 /// Rejected tokens per client address per minute before 429 (0 disables).
 pub const SVC_AUTH_FAILURES_PER_MINUTE: &str = "SVC_AUTH_FAILURES_PER_MINUTE";
+/// How long after its arrival a refused request (401, 429 of the failure limit, 503) is
+/// answered; 0 answers at once.
+pub const SVC_AUTH_REFUSAL_DELAY: &str = "SVC_AUTH_REFUSAL_DELAY";
 /// Header a trusted proxy sets to the client address (unset: the socket's address).
 pub const SVC_TRUSTED_PROXY_HEADER: &str = "SVC_TRUSTED_PROXY_HEADER";
 /// `mock` or `live`.

@@ -57,6 +57,7 @@
 //! | [`TokenError::Timeout`], [`TokenError::Unavailable`], [`TokenError::Internal`] | 503 `SERVICE_DEGRADED`, `Retry-After: 1` |
 //! | valid | the inner service, with the [`OrgContext`](crate::context::OrgContext) in the request extensions |
 //! | with [`PatAuthLayer::failure_limit`], an address over its limit of rejected tokens | 429 `RATE_LIMITED`, `Retry-After`, without calling the validator |
+//! | with [`PatAuthLayer::refusal_delay`], any refusal above | the same answer, held until the delay has passed since the request arrived |
 //!
 //! The request body is not polled until the token is valid, and a rejected request never
 //! reaches the inner service. [`RequirePermission`] then answers 403

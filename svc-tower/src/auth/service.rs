@@ -1,7 +1,7 @@
 //! The PatAuth layer: [`AsyncCheck`] with the bearer-token check.
 
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::Request;
 use tower::Layer;
@@ -37,6 +37,7 @@ impl<V: TokenValidator> PatAuthLayer<V> {
                 metrics: None,
                 failures: None,
                 prefetch_agent: false,
+                refusal_delay: Duration::ZERO,
             },
         }
     }
@@ -46,6 +47,16 @@ impl<V: TokenValidator> PatAuthLayer<V> {
     /// their counts, so one limit can guard several routes.
     pub fn failure_limit(mut self, limit: AuthFailureLimit) -> PatAuthLayer<V> {
         self.check.failures = Some(limit);
+        self
+    }
+
+    /// Holds every refusal (401, the failure limit's 429, 503) until `delay` after the request
+    /// arrived; a valid token is never held. A client sending bad tokens back to back on one
+    /// HTTP/1 connection then gets at most one answer per `delay`, so a closed-loop flood
+    /// cannot spin on refusals, each cheap but together worth the machine. A waiting request
+    /// costs a timer, not CPU. Zero (the default) answers at once.
+    pub fn refusal_delay(mut self, delay: Duration) -> PatAuthLayer<V> {
+        self.check.refusal_delay = delay;
         self
     }
 
@@ -89,6 +100,7 @@ pub struct PatCheck<V> {
     metrics: Option<ProxyMetrics>,
     failures: Option<AuthFailureLimit>,
     prefetch_agent: bool,
+    refusal_delay: Duration,
 }
 
 impl<V> fmt::Debug for PatCheck<V> {
@@ -97,6 +109,7 @@ impl<V> fmt::Debug for PatCheck<V> {
             .field("metrics", &self.metrics.is_some())
             .field("failures", &self.failures)
             .field("prefetch_agent", &self.prefetch_agent)
+            .field("refusal_delay", &self.refusal_delay)
             .finish_non_exhaustive()
     }
 }
@@ -106,16 +119,30 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
     type Future = BoxCheck<Self::Output>;
 
     fn check(&mut self, req: &Request<B>) -> Result<Self::Future, ApiError> {
-        let token = bearer_token(req.headers())
-            .map_err(ApiError::new)?
-            .to_owned();
+        let refuse_at = tokio::time::Instant::now() + self.refusal_delay;
+        // Same shape as `check` itself, which the trait allows for the same reason.
+        #[allow(clippy::result_large_err)]
+        let held = |refusal: ApiError| -> Result<Self::Future, ApiError> {
+            if self.refusal_delay.is_zero() {
+                return Err(refusal);
+            }
+            Ok(Box::pin(async move {
+                tokio::time::sleep_until(refuse_at).await;
+                Err(refusal)
+            }))
+        };
+        let token = match bearer_token(req.headers()) {
+            Ok(token) => token.to_owned(),
+            Err(error) => return held(ApiError::new(error)),
+        };
         let failures = self.failures.clone().map(|limit| {
             let key = limit.key(req.headers(), req.extensions());
             (limit.admit(key), limit)
         });
         if let Some((Admit::Refuse { retry_after }, _)) = failures {
-            return Err(ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after));
+            return held(ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after));
         }
+        let delayed = !self.refusal_delay.is_zero();
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
         // Only a well-formed agent id is worth asking about; AgentCheck refuses the rest.
@@ -141,6 +168,9 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
                     Err(err) => err.label(),
                 };
                 metrics.auth_validated(result, started.elapsed());
+            }
+            if outcome.is_err() && delayed {
+                tokio::time::sleep_until(refuse_at).await;
             }
             outcome.map_err(rejection)
         }))
@@ -282,6 +312,53 @@ mod tests {
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
         assert_eq!(code(&response), Some("INVALID_TOKEN"));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_are_held_until_the_delay_and_a_valid_token_is_not() {
+        const DELAY: Duration = Duration::from_millis(100);
+        let bearer = format!("Bearer {TOKEN}");
+        let cases = [
+            (
+                Err(TokenError::Invalid),
+                Some(bearer.as_str()),
+                401,
+                "INVALID_TOKEN",
+            ),
+            (
+                Err(TokenError::Timeout),
+                Some(bearer.as_str()),
+                503,
+                "SERVICE_DEGRADED",
+            ),
+            (Ok(context()), None, 401, "MISSING_TOKEN"),
+            (
+                Ok(context()),
+                Some("Bearer svc_pat_nope"),
+                401,
+                "INVALID_TOKEN",
+            ),
+        ];
+        for (outcome, authorization, status, expected) in cases {
+            let (validator, _) = fixed(outcome);
+            let svc = PatAuthLayer::new(validator)
+                .refusal_delay(DELAY)
+                .layer(service_fn(echo_org));
+            let started = tokio::time::Instant::now();
+            let response = svc.oneshot(request(authorization)).await.unwrap();
+            assert_eq!(response.status(), status);
+            assert_eq!(code(&response), Some(expected));
+            assert_eq!(started.elapsed(), DELAY, "{expected}");
+        }
+
+        let (validator, _) = fixed(Ok(context()));
+        let svc = PatAuthLayer::new(validator)
+            .refusal_delay(DELAY)
+            .layer(service_fn(echo_org));
+        let started = tokio::time::Instant::now();
+        let response = svc.oneshot(request(Some(&bearer))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test]
