@@ -7,10 +7,11 @@
 //!   (the `X-Request-ID` and `X-Trace-ID` the client gets back; the trace id is also the
 //!   event's trace context), `route` (the matched template, never the raw path) and `method`,
 //!   so a panic below it is reported with those tags;
-//! - reports a 5xx answer, tagged with its `status` and envelope `error_code`. Two are not
-//!   reported: a 501 `PROVIDER_NOT_CONFIGURED`, which answers the client's choice of model (a
-//!   client must not be able to fill the error tracker), and `/ready`'s 503, which reports a
-//!   dependency's state to a prober every few seconds and is not a failed request.
+//! - reports every 5xx answer, tagged with its `status` and envelope `error_code`, but
+//!   `/ready`'s 503, which reports a dependency's state to a prober every few seconds and is not
+//!   a failed request. A 501 `PROVIDER_NOT_CONFIGURED` is reported like any other: a client
+//!   asking for a model nobody configured is worth an operator's look, and its code tells it
+//!   apart.
 
 use std::collections::BTreeMap;
 
@@ -65,9 +66,9 @@ pub async fn report(State(reporting): State<Reporting>, request: Request, next: 
     response
 }
 
-/// Whether an answer is reported: a 5xx, but 501 and `/ready`'s (see the [module docs](self)).
+/// Whether an answer is reported: a 5xx, but `/ready`'s (see the [module docs](self)).
 fn reported(route: &str, status: StatusCode) -> bool {
-    status.is_server_error() && status != StatusCode::NOT_IMPLEMENTED && route != "/ready"
+    status.is_server_error() && route != "/ready"
 }
 
 #[cfg(test)]
@@ -75,13 +76,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failures_are_reported_but_a_model_choice_and_readiness_are_not() {
+    fn failures_are_reported_but_readiness_is_not() {
         let route = "/v1/chat/completions";
-        for status in [500, 502, 503, 504] {
+        for status in [500, 501, 502, 503, 504] {
             assert!(reported(route, StatusCode::from_u16(status).unwrap()));
         }
         assert!(reported("unmatched", StatusCode::INTERNAL_SERVER_ERROR));
-        assert!(!reported(route, StatusCode::NOT_IMPLEMENTED));
         assert!(!reported("/ready", StatusCode::SERVICE_UNAVAILABLE));
         for status in [200, 400, 401, 404, 429] {
             assert!(!reported(route, StatusCode::from_u16(status).unwrap()));

@@ -1,5 +1,5 @@
 //! Error reports with the real binary and a Sentry stand-in on loopback: with `SENTRY_DSN`, a
-//! 5xx answer becomes one event tagged with the `X-Request-ID` and `X-Trace-ID` the client got,
+//! 5xx answer (a 501 for an unconfigured model included) becomes one event tagged with the `X-Request-ID` and `X-Trace-ID` the client got,
 //! its route, status and error code, and carrying no token, key or message content; a 4xx
 //! becomes none. Without a DSN nothing is sent, also on the way out.
 
@@ -63,7 +63,11 @@ impl Stack {
     }
 
     async fn chat(&self, token: &str) -> Reply {
-        let body = json!({"model": LIVE_MODEL, "messages": [{"role": "user", "content": CONTENT}]});
+        self.chat_with(token, LIVE_MODEL).await
+    }
+
+    async fn chat_with(&self, token: &str, model: &str) -> Reply {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": CONTENT}]});
         let request = Request::post(format!(
             "http://127.0.0.1:{}/v1/chat/completions",
             self.port
@@ -126,6 +130,27 @@ async fn a_5xx_is_reported_once_with_its_ids_and_a_4xx_is_not() {
     ] {
         assert!(!sent.contains(secret), "{secret} reached Sentry:\n{sent}");
     }
+    drop(stack.gateway);
+}
+
+#[tokio::test]
+async fn a_501_for_a_model_nobody_configured_is_reported_too() {
+    let sink = SentrySink::start().await;
+    let stack = Stack::start(&sink.dsn()).await;
+    let refused = stack
+        .chat_with(&stack.world.chat_token, "model-nobody-configured")
+        .await;
+    assert_eq!(refused.status, 501, "{refused:?}");
+    let request_id = header(&refused, "x-request-id");
+    let arrived =
+        svc_testkit::eventually(WITHIN, || async { !sink.events_of(&request_id).is_empty() }).await;
+    assert!(arrived, "the 501 was reported");
+    let events = sink.events_of(&request_id);
+    assert_eq!(tag(&events[0], "status"), Some("501"));
+    assert_eq!(
+        tag(&events[0], "error_code"),
+        Some("PROVIDER_NOT_CONFIGURED")
+    );
     drop(stack.gateway);
 }
 
