@@ -119,15 +119,17 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
     type Future = BoxCheck<Self::Output>;
 
     fn check(&mut self, req: &Request<B>) -> Result<Self::Future, ApiError> {
-        let refuse_at = tokio::time::Instant::now() + self.refusal_delay;
+        // No clock read when refusals are answered at once.
+        let refuse_at = (!self.refusal_delay.is_zero())
+            .then(|| tokio::time::Instant::now() + self.refusal_delay);
         // Same shape as `check` itself, which the trait allows for the same reason.
         #[allow(clippy::result_large_err)]
         let held = |refusal: ApiError| -> Result<Self::Future, ApiError> {
-            if self.refusal_delay.is_zero() {
+            let Some(at) = refuse_at else {
                 return Err(refusal);
-            }
+            };
             Ok(Box::pin(async move {
-                tokio::time::sleep_until(refuse_at).await;
+                tokio::time::sleep_until(at).await;
                 Err(refusal)
             }))
         };
@@ -142,7 +144,6 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
         if let Some((Admit::Refuse { retry_after }, _)) = failures {
             return held(ApiError::new(ErrorCode::RateLimited).with_retry_after(retry_after));
         }
-        let delayed = !self.refusal_delay.is_zero();
         let validator = self.validator.clone();
         let metrics = self.metrics.clone();
         // Only a well-formed agent id is worth asking about; AgentCheck refuses the rest.
@@ -169,8 +170,8 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
                 };
                 metrics.auth_validated(result, started.elapsed());
             }
-            if outcome.is_err() && delayed {
-                tokio::time::sleep_until(refuse_at).await;
+            if let (Err(_), Some(at)) = (&outcome, refuse_at) {
+                tokio::time::sleep_until(at).await;
             }
             outcome.map_err(rejection)
         }))
