@@ -1,7 +1,7 @@
 //! Tokens per minute across two replicas on one Redis, with the real auth server and a fake
 //! upstream reporting chosen usage: reservations hold under concurrency, settle to the real
-//! usage (a stream from its usage chunk), and a token's own lower limits bind first, with
-//! their numbers in the headers.
+//! usage (a stream from its usage chunk, a stream cut short from what it sent), and a token's
+//! own lower limits bind first, with their numbers in the headers.
 
 mod support;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use support::stack::{Stack, body};
-use support::{LIVE_MODEL, Reply, Script, chunk, client, completion, send};
+use support::{LIVE_MODEL, Reply, Script, chunk, client, completion, next_data, open, send};
 
 /// Every call below reserves 5 prompt tokens ("hi": 1, plus 4 for its message) and its
 /// `max_tokens`.
@@ -145,6 +145,47 @@ async fn a_stream_settles_from_its_usage_chunk() {
     assert!(
         (880..=1000).contains(&remaining),
         "1000 - 20 - 100: {remaining}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_cut_short_settles_from_the_tokens_sent_so_far() {
+    let first = chunk(&"x".repeat(1600));
+    let stack = Stack::start(Script::Stream {
+        before: vec![first.clone()],
+        after: vec![chunk("never sent")],
+        fail: false,
+    })
+    .await;
+    let gateway = stack.gateway(&[("SVC_RATE_LIMIT_TPM", "1000")]).await;
+    let request = stack
+        .chat(&gateway)
+        .body(body(&chat_body(1000, true)))
+        .unwrap();
+    let response = open(&client(), request).await;
+    assert_eq!(response.status(), 200);
+    let remaining = response.headers()["x-ratelimit-remaining-tokens"].clone();
+    assert_eq!(remaining, "0");
+    let mut stream = response.into_body();
+    let data = tokio::time::timeout(Duration::from_secs(10), next_data(&mut stream))
+        .await
+        .expect("the first chunk arrives")
+        .expect("a chunk");
+    assert_eq!(data, first.as_bytes());
+    // The client leaves before the usage chunk: the prompt estimate plus a token per four
+    // bytes passed on is what the call is charged.
+    drop(stream);
+    let charged = PROMPT_ESTIMATE + (first.len() as u64).div_ceil(4);
+
+    stack.upstream.set(used(100));
+    let next = passes_eventually(&stack, &gateway, 100).await;
+    assert_eq!(next.status.as_u16(), 200, "{:?}", next.code());
+    let remaining = header(&next, "x-ratelimit-remaining-tokens");
+    let expected = 1000 - charged - 100;
+    // Refill at 1000 a minute adds a little while the test runs.
+    assert!(
+        (expected..=expected + 100).contains(&remaining),
+        "1000 - {charged} - 100: {remaining}"
     );
 }
 
