@@ -92,13 +92,39 @@ impl Lookups {
     where
         O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        let mut conn = self.pool.get().await.map_err(|error| match error {
+        let mut conn = self.get().await?;
+        let result = query.fetch_optional(&mut conn.conn).await;
+        conn.note(&result);
+        result
+    }
+
+    /// Runs `query` on a pooled connection: all its rows.
+    pub(crate) async fn fetch_all<O>(
+        &self,
+        query: QueryAs<'_, Postgres, O, PgArguments>,
+    ) -> Result<Vec<O>, sqlx::Error>
+    where
+        O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    {
+        let mut conn = self.get().await?;
+        let result = query.fetch_all(&mut conn.conn).await;
+        conn.note(&result);
+        result
+    }
+
+    async fn get(&self) -> Result<bb8::PooledConnection<'_, Manager>, sqlx::Error> {
+        self.pool.get().await.map_err(|error| match error {
             bb8::RunError::User(error) => error,
             bb8::RunError::TimedOut => sqlx::Error::PoolTimedOut,
-        })?;
-        let result = query.fetch_optional(&mut conn.conn).await;
-        if let Err(error) = &result {
-            conn.broken = matches!(
+        })
+    }
+}
+
+impl Connection {
+    /// Marks the connection broken when `result` failed on the connection itself.
+    fn note<T>(&mut self, result: &Result<T, sqlx::Error>) {
+        if let Err(error) = result {
+            self.broken = matches!(
                 error,
                 sqlx::Error::Io(_)
                     | sqlx::Error::Protocol(_)
@@ -106,6 +132,5 @@ impl Lookups {
                     | sqlx::Error::WorkerCrashed
             );
         }
-        result
     }
 }

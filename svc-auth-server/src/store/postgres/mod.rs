@@ -15,22 +15,23 @@ use uuid::Uuid;
 
 use super::driver_error;
 use super::references::{ReferenceLookups, check_token_references};
-use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS, ValidationWithAgentRow};
+use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS};
 use super::timer::QueryTimer;
 use super::{
     Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
     TokenMetadata, TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
 };
 
+mod batch;
 mod lookups;
 pub mod pool;
 
+use batch::TokenReads;
 use lookups::Lookups;
 pub use pool::{APP_ROLE, PoolSettings};
 
 // The shared rows, with PostgreSQL's `timestamptz` columns.
 type TokenRow = super::rows::TokenRow<DateTime<Utc>>;
-type ValidationRow = super::rows::ValidationRow<DateTime<Utc>>;
 type AgentRow = super::rows::AgentRow<DateTime<Utc>>;
 
 /// The PostgreSQL identity store. Cloning shares the pools.
@@ -40,6 +41,8 @@ pub struct PgStore {
     pool: PgPool,
     /// The one-statement lookups of every validation (see `lookups`).
     lookups: Lookups,
+    /// ValidateToken's row reads, batched when they queue (see `batch`).
+    token_reads: TokenReads,
     timer: QueryTimer,
 }
 
@@ -56,6 +59,7 @@ impl PgStore {
         let lookups = Lookups::new((*pool.connect_options()).clone(), &settings, APP_ROLE);
         PgStore {
             pool,
+            token_reads: TokenReads::new(lookups.clone()),
             lookups,
             timer: QueryTimer::default(),
         }
@@ -100,31 +104,9 @@ fn connection_lost(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Tls(_) | sqlx::Error::Protocol(_))
 }
 
-/// [`Store::token_for_validation`]'s statement, built once.
-static TOKEN_FOR_VALIDATION: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {VALIDATION_COLUMNS} FROM token_for_validation($1)"));
-
 /// [`Store::agent`]'s statement, built once.
 static AGENT_IN_ORG: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {AGENT_COLUMNS} FROM agent_in_org($1, $2)"));
-
-/// [`Store::token_with_agent`]'s statement, built once.
-static TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
-    let token: Vec<String> = VALIDATION_COLUMNS
-        .split(", ")
-        .map(|column| format!("t.{column}"))
-        .collect();
-    let agent: Vec<String> = AGENT_COLUMNS
-        .split(", ")
-        .map(|column| format!("a.{column} AS asked_{column}"))
-        .collect();
-    format!(
-        "SELECT {}, {} FROM token_for_validation($1) AS t \
-         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true",
-        token.join(", "),
-        agent.join(", ")
-    )
-});
 
 impl Store for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
@@ -145,12 +127,8 @@ impl Store for PgStore {
     ) -> Result<Option<TokenRecord>, StoreError> {
         self.timer
             .time(async {
-                let row: Option<ValidationRow> = self
-                    .lookups
-                    .fetch_optional(sqlx::query_as(&TOKEN_FOR_VALIDATION).bind(token_id))
-                    .await
-                    .map_err(map_error)?;
-                row.map(TokenRecord::try_from).transpose()
+                let found = self.token_reads.read(token_id, None).await?;
+                Ok(found.map(|(record, _)| record))
             })
             .await
     }
@@ -160,22 +138,10 @@ impl Store for PgStore {
         token_id: Uuid,
         agent_id: Uuid,
     ) -> Result<Option<(TokenRecord, Option<Agent>)>, StoreError> {
+        // One statement: the token row, then the agent in the org that row names (never one the
+        // caller names), under row-level security as in `agent` (see `batch`).
         self.timer
-            .time(async {
-                // One statement: the token row, then the agent in the org that row names (never
-                // one the caller names), under row-level security as in `agent`.
-                let row: Option<ValidationWithAgentRow<DateTime<Utc>>> = self
-                    .lookups
-                    .fetch_optional(
-                        sqlx::query_as(&TOKEN_WITH_AGENT)
-                            .bind(token_id)
-                            .bind(agent_id),
-                    )
-                    .await
-                    .map_err(map_error)?;
-                row.map(<(TokenRecord, Option<Agent>)>::try_from)
-                    .transpose()
-            })
+            .time(self.token_reads.read(token_id, Some(agent_id)))
             .await
     }
 

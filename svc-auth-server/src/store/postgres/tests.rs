@@ -395,3 +395,120 @@ async fn an_issuer_must_be_a_token_of_the_same_org() {
     let created = store.create_token(a, child(token_of(a).await)).await;
     assert!(created.is_ok(), "{created:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_token_reads_share_statements_and_each_gets_its_own_row() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 4);
+    let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut tokens = Vec::new();
+    for (i, org) in [a, b].into_iter().cycle().take(20).enumerate() {
+        if i < 2 {
+            store.ensure_organization(org).await.unwrap();
+        }
+        let created = store.create_token(org, chat_token(None)).await.unwrap();
+        tokens.push((created.token_id, org));
+    }
+    let revoked = tokens[3];
+    store.revoke_token(revoked.1, revoked.0).await.unwrap();
+    let missing = Uuid::new_v4();
+
+    let before = store.token_reads.statements();
+    // Ten reads of each token and of an id that does not exist, all at once.
+    let asks: Vec<(Uuid, Option<Uuid>)> = tokens
+        .iter()
+        .map(|&(token, org)| (token, Some(org)))
+        .chain([(missing, None)])
+        .cycle()
+        .take(210)
+        .collect();
+    let answers = futures_util::future::join_all(asks.iter().map(|&(token, _)| {
+        let store = store.clone();
+        tokio::spawn(async move { store.token_for_validation(token).await })
+    }))
+    .await;
+    for (&(token, org), answer) in asks.iter().zip(answers) {
+        let record = answer.unwrap().unwrap();
+        match org {
+            Some(org) => {
+                let record = record.expect("an existing token is found");
+                assert_eq!((record.token_id, record.org_id), (token, org));
+                assert_eq!(record.revoked_at.is_some(), token == revoked.0);
+            }
+            None => assert!(record.is_none()),
+        }
+    }
+    let statements = store.token_reads.statements() - before;
+    assert!(
+        (1..210).contains(&statements),
+        "210 queued reads took {statements} statements"
+    );
+
+    // A read after a revocation sees it.
+    store.revoke_token(tokens[0].1, tokens[0].0).await.unwrap();
+    let record = store.token_for_validation(tokens[0].0).await.unwrap();
+    assert!(record.unwrap().revoked_at.is_some());
+}
+
+#[tokio::test]
+async fn a_failed_token_statement_fails_each_of_its_reads_as_unavailable() {
+    let store = PgStore::connect_lazy(
+        "postgres://svc@127.0.0.1:1/nowhere",
+        &PoolSettings {
+            acquire_timeout: std::time::Duration::from_millis(200),
+            ..PoolSettings::default()
+        },
+    )
+    .unwrap();
+    let reads = (0..5).map(|_| store.token_for_validation(Uuid::new_v4()));
+    for answer in futures_util::future::join_all(reads).await {
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "{answer:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_reads_with_agents_find_only_agents_of_the_tokens_org() {
+    let db = migrated_db().await;
+    let store = store_for(&db, 4);
+    let mut orgs = Vec::new();
+    for _ in 0..2 {
+        let org = Uuid::new_v4();
+        store.ensure_organization(org).await.unwrap();
+        let agent = Uuid::new_v4();
+        let new_agent = NewAgent {
+            agent_id: agent,
+            status: AgentStatus::Active,
+            name: None,
+        };
+        store.create_agent(org, new_agent).await.unwrap();
+        let token = store.create_token(org, chat_token(None)).await.unwrap();
+        orgs.push((org, agent, token.token_id));
+    }
+    let (a, b) = (orgs[0], orgs[1]);
+    // Each token with its own org's agent, with the other org's, and with none.
+    let asks = [
+        (a.2, a.1, Some(a.1)),
+        (a.2, b.1, None),
+        (b.2, b.1, Some(b.1)),
+        (b.2, a.1, None),
+    ];
+    let before = store.token_reads.statements();
+    let reads = asks.iter().cycle().take(200).map(|&(token, agent, _)| {
+        let store = store.clone();
+        tokio::spawn(async move { store.token_with_agent(token, agent).await })
+    });
+    let answers = futures_util::future::join_all(reads).await;
+    for (&(token, _, expected), answer) in asks.iter().cycle().zip(answers) {
+        let (record, agent) = answer.unwrap().unwrap().expect("the token exists");
+        assert_eq!(record.token_id, token);
+        assert_eq!(agent.map(|agent| agent.agent_id), expected);
+    }
+    let statements = store.token_reads.statements() - before;
+    assert!((1..200).contains(&statements), "{statements} statements");
+    // No org setting is left on the lookup connections.
+    let missing = store.token_with_agent(Uuid::new_v4(), a.1).await.unwrap();
+    assert!(missing.is_none());
+}
