@@ -11,6 +11,8 @@
 //! Transactions (the admin calls) stay on sqlx's pool, which rolls back what a dropped caller
 //! left open.
 
+use std::time::Duration;
+
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgRow};
 use sqlx::query::QueryAs;
 use sqlx::{ConnectOptions, FromRow, PgConnection, Postgres};
@@ -21,6 +23,8 @@ use super::pool::PoolSettings;
 #[derive(Clone)]
 pub(crate) struct Lookups {
     pool: bb8::Pool<Manager>,
+    /// How long a statement may take before its connection is given up as broken.
+    statement_timeout: Duration,
 }
 
 impl std::fmt::Debug for Lookups {
@@ -81,7 +85,10 @@ impl Lookups {
             .test_on_check_out(false)
             .retry_connection(false)
             .build_unchecked(Manager { options, set_role });
-        Lookups { pool }
+        Lookups {
+            pool,
+            statement_timeout: settings.acquire_timeout,
+        }
     }
 
     /// Runs `query` on a pooled connection: its one row, if any.
@@ -93,7 +100,7 @@ impl Lookups {
         O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
         let mut conn = self.get().await?;
-        let result = query.fetch_optional(&mut conn.conn).await;
+        let result = self.bounded(query.fetch_optional(&mut conn.conn)).await;
         conn.note(&result);
         result
     }
@@ -107,9 +114,26 @@ impl Lookups {
         O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
         let mut conn = self.get().await?;
-        let result = query.fetch_all(&mut conn.conn).await;
+        let result = self.bounded(query.fetch_all(&mut conn.conn)).await;
         conn.note(&result);
         result
+    }
+
+    /// `statement` within the statement timeout. A statement that outlasts it (a connection cut
+    /// without a reset, say) fails as I/O, so its connection is dropped rather than handed to the
+    /// next read, which would wait on it in turn.
+    async fn bounded<T>(
+        &self,
+        statement: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        tokio::time::timeout(self.statement_timeout, statement)
+            .await
+            .unwrap_or_else(|_| {
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the validation lookup timed out",
+                )))
+            })
     }
 
     async fn get(&self) -> Result<bb8::PooledConnection<'_, Manager>, sqlx::Error> {

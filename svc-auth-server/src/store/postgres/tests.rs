@@ -512,3 +512,50 @@ async fn queued_reads_with_agents_find_only_agents_of_the_tokens_org() {
     let missing = store.token_with_agent(Uuid::new_v4(), a.1).await.unwrap();
     assert!(missing.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_read_stuck_past_the_timeout_fails_and_the_next_ones_go_on() {
+    let db = migrated_db().await;
+    let settings = PoolSettings {
+        max_connections: 4,
+        acquire_timeout: std::time::Duration::from_millis(300),
+        ..PoolSettings::default()
+    };
+    let store = PgStore::new(app_pool(connect_options(db.url()).unwrap(), &settings));
+    let org = Uuid::new_v4();
+    store.ensure_organization(org).await.unwrap();
+    let token = store.create_token(org, chat_token(None)).await.unwrap();
+    assert!(
+        store
+            .token_for_validation(token.token_id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // A lock no read can pass: every read waits on it.
+    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut admin).await.unwrap();
+    sqlx::query("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // Three reads, one statement at a time, each bounded: not a wait on the lock for ever.
+    let reads = (0..3).map(|_| store.token_for_validation(token.token_id));
+    let answers = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        futures_util::future::join_all(reads),
+    )
+    .await
+    .expect("stuck reads fail within their timeout");
+    for answer in answers {
+        assert!(
+            matches!(answer, Err(StoreError::Unavailable(_))),
+            "{answer:?}"
+        );
+    }
+
+    sqlx::query("COMMIT").execute(&mut admin).await.unwrap();
+    let record = store.token_for_validation(token.token_id).await.unwrap();
+    assert_eq!(record.map(|r| r.token_id), Some(token.token_id));
+}
