@@ -17,7 +17,7 @@
 //! | `SVC_COLD_VALIDATION_RATE` | validations of secrets not yet seen to succeed, started per second (the rest wait up to 25 ms, then answer busy) | 1000 |
 //! | `SVC_DB_MAX_CONNECTIONS` | size of each pool (validation lookups; admin transactions) | 16 |
 //! | `SVC_DB_CONNECT_TIMEOUT` | opening a standalone connection | 2s |
-//! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection | 1s |
+//! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection; also the most a validation lookup's statement may take before its connection is dropped | 1s |
 //! | `SVC_HTTP_HEADER_READ_TIMEOUT` | HTTP: time a client has to send a request's headers | 10s |
 //! | `SVC_HTTP_IDLE_TIMEOUT` | HTTP: a connection with no request in flight this long is closed | 60s |
 //! | `SVC_HTTP_MAX_CONNECTIONS` | connections served at once, per listener (HTTP and gRPC) | 4096 |
