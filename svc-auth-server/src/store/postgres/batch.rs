@@ -157,11 +157,13 @@ impl TokenReads {
         let Some(answer) = answer else {
             // Handed on to the queue, if any, when done or dropped.
             let _slot = Slot(Some(self.shared.clone()));
-            let rows = self.shared.fetch(&[key]).await;
-            return match Outcome::of(rows) {
-                Outcome::Rows(found, unreadable) => one(&found, &unreadable, &key),
-                Outcome::Failed(error) => Err(shared_error(&error)),
-            };
+            // A statement of one read returns its row or none.
+            let rows = self.shared.fetch(&[key]).await.map_err(map_error)?;
+            return rows
+                .into_iter()
+                .next()
+                .map(|row| Found::try_from(row.found))
+                .transpose();
         };
         answer.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(

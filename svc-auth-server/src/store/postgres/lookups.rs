@@ -91,20 +91,6 @@ impl Lookups {
         }
     }
 
-    /// Runs `query` on a pooled connection: its one row, if any.
-    pub(crate) async fn fetch_optional<O>(
-        &self,
-        query: QueryAs<'_, Postgres, O, PgArguments>,
-    ) -> Result<Option<O>, sqlx::Error>
-    where
-        O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
-    {
-        let mut conn = self.get().await?;
-        let result = self.bounded(query.fetch_optional(&mut conn.conn)).await;
-        conn.note(&result);
-        result
-    }
-
     /// Runs `query` on a pooled connection: all its rows.
     pub(crate) async fn fetch_all<O>(
         &self,
@@ -113,7 +99,10 @@ impl Lookups {
     where
         O: for<'r> FromRow<'r, PgRow> + Send + Unpin,
     {
-        let mut conn = self.get().await?;
+        let mut conn = self.pool.get().await.map_err(|error| match error {
+            bb8::RunError::User(error) => error,
+            bb8::RunError::TimedOut => sqlx::Error::PoolTimedOut,
+        })?;
         let result = self.bounded(query.fetch_all(&mut conn.conn)).await;
         conn.note(&result);
         result
@@ -134,13 +123,6 @@ impl Lookups {
                     "the validation lookup timed out",
                 )))
             })
-    }
-
-    async fn get(&self) -> Result<bb8::PooledConnection<'_, Manager>, sqlx::Error> {
-        self.pool.get().await.map_err(|error| match error {
-            bb8::RunError::User(error) => error,
-            bb8::RunError::TimedOut => sqlx::Error::PoolTimedOut,
-        })
     }
 }
 

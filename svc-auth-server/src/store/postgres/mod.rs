@@ -150,12 +150,13 @@ impl Store for PgStore {
             .time(async {
                 // One round trip: the function sets the org for its own statement, so row-level
                 // security applies as in an org-scoped transaction (see the migration).
-                let row: Option<AgentRow> = self
+                // The agent's key is (org, agent): one row or none.
+                let rows: Vec<AgentRow> = self
                     .lookups
-                    .fetch_optional(sqlx::query_as(&AGENT_IN_ORG).bind(org_id).bind(agent_id))
+                    .fetch_all(sqlx::query_as(&AGENT_IN_ORG).bind(org_id).bind(agent_id))
                     .await
                     .map_err(map_error)?;
-                row.map(Agent::try_from).transpose()
+                rows.into_iter().next().map(Agent::try_from).transpose()
             })
             .await
     }
