@@ -2,6 +2,8 @@
 //! has its figures, and everything the run started is gone afterwards. No timing is asserted:
 //! speed is checked by running `svc-load` in release, not by tests.
 
+mod common;
+
 use std::time::Duration;
 
 use svc_benches::load::{self, LoadConfig, Mode, Report};
@@ -102,28 +104,11 @@ async fn postgres_run_with_fresh_keys_drops_its_database_and_keys() {
     assert!(report.to_string().contains("idempotency on"));
     assert_stopped(&report).await;
 
-    let database = report.footprint.database.clone().expect("a database");
-    let mut conn =
-        <sqlx::PgConnection as sqlx::Connection>::connect(&svc_testkit::postgres_admin_url())
-            .await
-            .expect("PostgreSQL");
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname = $1")
-        .bind(&database)
-        .fetch_one(&mut conn)
-        .await
-        .expect("query pg_database");
-    assert_eq!(left, 0, "database {database} left behind");
-
-    let prefix = report.footprint.redis_prefix.clone().expect("a key prefix");
-    let client = redis::Client::open(svc_testkit::redis_url()).expect("a Redis URL");
-    let mut redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("Redis");
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query_async(&mut redis)
-        .await
-        .expect("KEYS");
-    assert!(keys.is_empty(), "left behind: {keys:?}");
+    let database = report.footprint.database.as_deref().expect("a database");
+    let prefix = report
+        .footprint
+        .redis_prefix
+        .as_deref()
+        .expect("a key prefix");
+    common::assert_removed(database, prefix).await;
 }

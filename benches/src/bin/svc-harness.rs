@@ -12,7 +12,8 @@
 //! (`REDIS_URL`, default `redis://127.0.0.1:6379`) on this machine. The service binaries are
 //! taken from this binary's own directory (`--bin-dir` to change it). See
 //! [`svc_benches::harness`] for what is measured. Exit status 0, or 2 when the stack did not
-//! start or an argument is wrong.
+//! start, an argument is wrong, or Ctrl-C or SIGTERM stopped the run (which still removes its
+//! database and Redis keys).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -27,7 +27,8 @@
 //! WARN) for the services' log lines on stderr.
 //!
 //! Exit status: 0 PASS; 1 FAIL (a request failed, or the added p99 is not under 20 ms);
-//! 2 bad arguments, or the stack did not start.
+//! 2 bad arguments, the stack did not start, or Ctrl-C or SIGTERM stopped the run (which still
+//! removes its database and Redis keys).
 //!
 //! Build it in release: a debug build measures the compiler's unoptimised code, not the
 //! gateway.

@@ -10,7 +10,8 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`, a maintenance database) and Redis
 //! (`REDIS_URL`, default `redis://127.0.0.1:6379`) on this machine. The service binaries are
 //! taken from this binary's own directory (`--bin-dir` to change it). Exit status 0 when every
-//! property held, 1 when one failed, 2 when the stack did not start or an argument is wrong.
+//! property held, 1 when one failed, 2 when the stack did not start, an argument is wrong, or Ctrl-C or
+//! SIGTERM stopped the run (which still removes its database and Redis keys).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

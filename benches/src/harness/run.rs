@@ -113,7 +113,8 @@ pub fn default_redis_url() -> String {
 }
 
 /// Runs `body` with the URL of a fresh database and a fresh Redis key prefix, and removes both
-/// after it, whatever it returned.
+/// after it, whatever it returned, and on Ctrl-C or SIGTERM, which end `body` early (dropping
+/// it kills the processes it started).
 pub(crate) async fn with_scratch<T, F, Fut>(
     postgres_url: &str,
     redis_url: &str,
@@ -129,7 +130,13 @@ where
     let keys = RedisKeys::open(redis_url)
         .await
         .map_err(|e| e.to_string())?;
-    let outcome = body(database.url().to_owned(), keys.prefix().to_owned()).await;
+    let outcome = tokio::select! {
+        biased;
+        () = svc_runtime::shutdown::shutdown_signal() => {
+            Err("interrupted; the run's database and keys were removed".to_owned())
+        }
+        outcome = body(database.url().to_owned(), keys.prefix().to_owned()) => outcome,
+    };
     let _ = keys.delete_all().await;
     let _ = database.drop_now().await;
     outcome

@@ -48,7 +48,8 @@ throughput and the added latency against SPEC's 20 ms budget at p99.
 environment: SVC_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres),
 REDIS_URL (default redis://127.0.0.1:6379); both must be on this machine.
 exit status: 0 PASS, 1 FAIL (a failed request, or the added p99 not under 20 ms),
-2 bad arguments or the stack did not start.
+2 bad arguments, the stack did not start, or Ctrl-C (the run's database and keys
+are still removed).
 ";
 
 /// Which identity plane and shared stores the gateway runs with.

@@ -111,6 +111,9 @@ pub enum LoadError {
         /// Its answer, or why there was none.
         reason: String,
     },
+    /// Ctrl-C or SIGTERM arrived while measuring; what the run made was removed.
+    #[error("interrupted; the run's database and keys were removed")]
+    Interrupted,
 }
 
 impl LoadError {
@@ -136,7 +139,20 @@ pub async fn run(config: &LoadConfig) -> Result<Report, LoadError> {
             return Err(error);
         }
     };
-    let measured = measure(config, &upstream, &stack).await;
+    // A stop signal still removes the run's database and keys below. Its handler is in place
+    // (polled first) before the line that says the stack is up.
+    let measured = tokio::select! {
+        biased;
+        () = svc_runtime::shutdown::shutdown_signal() => Err(LoadError::Interrupted),
+        measured = async {
+            tracing::info!(
+                database = stack.database().as_deref().unwrap_or("none"),
+                redis_prefix = stack.redis_prefix().as_deref().unwrap_or("none"),
+                "the stack is up"
+            );
+            measure(config, &upstream, &stack).await
+        } => measured,
+    };
     let mut cleanup = Vec::new();
     if let Ok(measured) = &measured {
         cleanup.extend(stack.settle(measured.gateway_answered).await);
