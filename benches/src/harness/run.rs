@@ -13,11 +13,11 @@ use uuid::Uuid;
 
 use super::open_loop;
 use super::procs::{CpuMark, Proc, pids_named, rss_kib, run_once, wait_until};
-use crate::load::PhaseStats;
 use crate::load::client::{self, Plan, Target};
 use crate::load::postgres::FreshDatabase;
 use crate::load::redis_keys::RedisKeys;
 use crate::load::upstream::{MODEL, PROVIDER_KEY, Upstream};
+use crate::load::{LoadError, PhaseStats};
 
 /// What the added p99 must stay under for a rate to count.
 pub const ADDED_P99_BUDGET: Duration = Duration::from_millis(5);
@@ -132,9 +132,7 @@ where
         .map_err(|e| e.to_string())?;
     let outcome = tokio::select! {
         biased;
-        () = svc_runtime::shutdown::shutdown_signal() => {
-            Err("interrupted; the run's database and keys were removed".to_owned())
-        }
+        () = svc_runtime::shutdown::shutdown_signal() => Err(LoadError::Interrupted.to_string()),
         outcome = body(database.url().to_owned(), keys.prefix().to_owned()) => outcome,
     };
     let _ = keys.delete_all().await;

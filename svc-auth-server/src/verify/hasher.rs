@@ -201,10 +201,7 @@ impl Hasher {
 /// and PostgreSQL: measured by `svc-harness`'s flood phase on 2 CPUs, a real token's p99 under
 /// the flood went from 2.3–2.9x its p99 alone to 1.2–2.1x in alternating runs.
 fn hashing_cpus(concurrency: usize) -> Option<rustix::thread::CpuSet> {
-    let allowed = rustix::thread::sched_getaffinity(None).ok()?;
-    let mine: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&cpu| allowed.is_set(cpu))
-        .collect();
+    let mine = process_cpus()?;
     if mine.len() <= concurrency {
         return None;
     }
@@ -213,6 +210,16 @@ fn hashing_cpus(concurrency: usize) -> Option<rustix::thread::CpuSet> {
         set.set(cpu);
     }
     Some(set)
+}
+
+/// The CPUs this process may run on, in order; `None` when the mask cannot be read.
+fn process_cpus() -> Option<Vec<usize>> {
+    let allowed = rustix::thread::sched_getaffinity(None).ok()?;
+    Some(
+        (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&cpu| allowed.is_set(cpu))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -233,10 +240,7 @@ mod tests {
 
     #[test]
     fn hashing_keeps_to_the_last_cpus_and_leaves_the_others() {
-        let allowed = rustix::thread::sched_getaffinity(None).unwrap();
-        let mine: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&cpu| allowed.is_set(cpu))
-            .collect();
+        let mine = process_cpus().unwrap();
         assert!(hashing_cpus(mine.len()).is_none());
         if mine.len() >= 2 {
             let set = hashing_cpus(1).unwrap();
