@@ -23,13 +23,9 @@ use crate::store::{
 };
 use crate::verify::{HashError, Hasher};
 
-/// The admin token's permissions: token management, usage, chat and embeddings.
-pub const ADMIN_PERMISSIONS: Permissions = Permissions::TOKEN_CREATE
-    .union(Permissions::TOKEN_REVOKE)
-    .union(Permissions::TOKEN_LIST)
-    .union(Permissions::USAGE_READ)
-    .union(Permissions::CHAT_COMPLETIONS)
-    .union(Permissions::EMBEDDINGS);
+/// The admin token's permissions: every bit that exists, so every administrative call works
+/// with it (bootstrap's admin token holds the same).
+pub const ADMIN_PERMISSIONS: Permissions = Permissions::ALL_KNOWN;
 /// The chat token's permissions: chat-like routes and embeddings.
 pub const CHAT_PERMISSIONS: Permissions =
     Permissions::CHAT_COMPLETIONS.union(Permissions::EMBEDDINGS);

@@ -28,10 +28,18 @@ impl Permissions {
     pub const EMBEDDINGS: Permissions = Permissions(1 << 4);
     /// `GetUsage`.
     pub const USAGE_READ: Permissions = Permissions(1 << 5);
+    /// `CreateAgent`, `SetAgentStatus`.
+    pub const AGENT_MANAGE: Permissions = Permissions(1 << 6);
+    /// `GetAgent`, `ListAgents`.
+    pub const AGENT_READ: Permissions = Permissions(1 << 7);
+    /// `CreateUser`, `ListUsers`.
+    pub const USER_MANAGE: Permissions = Permissions(1 << 8);
+    /// `ListAuditEvents`.
+    pub const AUDIT_READ: Permissions = Permissions(1 << 9);
     /// No permission at all.
     pub const NONE: Permissions = Permissions(0);
     /// Every permission this version knows.
-    pub const ALL_KNOWN: Permissions = Permissions(0b11_1111);
+    pub const ALL_KNOWN: Permissions = Permissions((1 << 10) - 1);
 
     /// The bitmap as it travels on the wire.
     pub const fn from_bits(bits: i64) -> Permissions {

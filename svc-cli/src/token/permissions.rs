@@ -3,13 +3,17 @@
 use svc_tower::context::Permissions;
 
 /// Every known bit with its name, in bit order (the proto's `PermissionBit`).
-const NAMES: [(&str, Permissions); 6] = [
+const NAMES: [(&str, Permissions); 10] = [
     ("chat", Permissions::CHAT_COMPLETIONS),
     ("token_create", Permissions::TOKEN_CREATE),
     ("token_revoke", Permissions::TOKEN_REVOKE),
     ("token_list", Permissions::TOKEN_LIST),
     ("embeddings", Permissions::EMBEDDINGS),
     ("usage_read", Permissions::USAGE_READ),
+    ("agent_manage", Permissions::AGENT_MANAGE),
+    ("agent_read", Permissions::AGENT_READ),
+    ("user_manage", Permissions::USER_MANAGE),
+    ("audit_read", Permissions::AUDIT_READ),
 ];
 
 /// `chat,embeddings` (names, comma-separated, any case; `chat_completions` is `chat`) or an
