@@ -332,6 +332,55 @@ impl<S: Store> AuthService for AuthApi<S> {
             .await
             .map(Response::new)
     }
+
+    async fn create_agent(
+        &self,
+        _request: Request<v1::CreateAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn get_agent(
+        &self,
+        _request: Request<v1::GetAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn list_agents(
+        &self,
+        _request: Request<v1::ListAgentsRequest>,
+    ) -> Result<Response<v1::ListAgentsResponse>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn set_agent_status(
+        &self,
+        _request: Request<v1::SetAgentStatusRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn create_user(
+        &self,
+        _request: Request<v1::CreateUserRequest>,
+    ) -> Result<Response<v1::User>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn list_users(
+        &self,
+        _request: Request<v1::ListUsersRequest>,
+    ) -> Result<Response<v1::ListUsersResponse>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
+
+    async fn list_audit_events(
+        &self,
+        _request: Request<v1::ListAuditEventsRequest>,
+    ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
+        Err(Status::unimplemented("not yet"))
+    }
 }
 
 /// A requested page size: the default for 0 or less, at most [`MAX_PAGE_SIZE`].
