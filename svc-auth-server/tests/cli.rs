@@ -313,12 +313,20 @@ async fn bootstrap_in_production_mints_an_admin_token_that_runs_the_org() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 1, "one JSON object: {}", out.stdout);
     let printed: Value = serde_json::from_str(lines[0]).unwrap();
-    let keys: Vec<&str> = printed.as_object().unwrap().keys().map(String::as_str).collect();
+    let keys: Vec<&str> = printed
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     assert_eq!(keys, ["admin_token", "org_id", "token_id"]);
     let admin = printed["admin_token"].as_str().unwrap().to_owned();
     let org_id = printed["org_id"].as_str().unwrap().to_owned();
     let token_id = printed["token_id"].as_str().unwrap().to_owned();
-    assert!(!out.stderr.contains(&admin), "the token never reaches a log");
+    assert!(
+        !out.stderr.contains(&admin),
+        "the token never reaches a log"
+    );
     assert_eq!(Pat::parse(&admin).unwrap().token_id().to_string(), token_id);
 
     let config = svc_auth_server::Config::local(db.url());
@@ -345,7 +353,10 @@ async fn bootstrap_in_production_mints_an_admin_token_that_runs_the_org() {
     let mut request = create_request(Uuid::try_parse(&org_id).unwrap(), 1);
     request.agent_id = Some(agent.agent_id.clone());
     let agent_token = create_token(&mut client, &admin, request).await.unwrap();
-    assert_eq!(agent_token.agent_id.as_deref(), Some(agent.agent_id.as_str()));
+    assert_eq!(
+        agent_token.agent_id.as_deref(),
+        Some(agent.agent_id.as_str())
+    );
     let trail = client
         .list_audit_events(bearer(v1::ListAuditEventsRequest::default(), &admin))
         .await

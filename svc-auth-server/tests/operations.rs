@@ -225,10 +225,8 @@ async fn the_status_table_holds_and_archived_is_final() {
 
     // The kill switch as the gateway sees it: ValidateAgent answers each change at once.
     let active = new_agent(&mut h, &admin, "killable").await;
-    let validate_agent = |agent_id: String, org_id: String| v1::ValidateAgentRequest {
-        agent_id,
-        org_id,
-    };
+    let validate_agent =
+        |agent_id: String, org_id: String| v1::ValidateAgentRequest { agent_id, org_id };
     let org = h.seed.org_id.to_string();
     for (status, passes) in [("paused", false), ("active", true), ("suspended", false)] {
         move_agent(&mut h, &admin, &active.agent_id, status, None)
@@ -400,7 +398,8 @@ async fn each_rpc_needs_its_permission_bit() {
     let admin = h.seed.admin_token.clone();
     let agent = new_agent(&mut h, &admin, "target").await;
     // Everything but the bit each call needs.
-    let without = |bit: Permissions| Permissions::from_bits(Permissions::ALL_KNOWN.bits() & !bit.bits());
+    let without =
+        |bit: Permissions| Permissions::from_bits(Permissions::ALL_KNOWN.bits() & !bit.bits());
     let no_manage = token_with(&mut h, without(Permissions::AGENT_MANAGE)).await;
     let no_read = token_with(&mut h, without(Permissions::AGENT_READ)).await;
     let no_users = token_with(&mut h, without(Permissions::USER_MANAGE)).await;
@@ -411,19 +410,38 @@ async fn each_rpc_needs_its_permission_bit() {
         assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
     };
     let c = &mut h.client;
-    denied(c.create_agent(bearer(create_agent(None, None), &no_manage)).await.map(drop));
     denied(
-        c.set_agent_status(bearer(set_status(&agent.agent_id, "paused", None), &no_manage))
+        c.create_agent(bearer(create_agent(None, None), &no_manage))
             .await
             .map(drop),
+    );
+    denied(
+        c.set_agent_status(bearer(
+            set_status(&agent.agent_id, "paused", None),
+            &no_manage,
+        ))
+        .await
+        .map(drop),
     );
     let get = v1::GetAgentRequest {
         agent_id: agent.agent_id.clone(),
     };
     denied(c.get_agent(bearer(get.clone(), &no_read)).await.map(drop));
-    denied(c.list_agents(bearer(v1::ListAgentsRequest::default(), &no_read)).await.map(drop));
-    denied(c.create_user(bearer(v1::CreateUserRequest::default(), &no_users)).await.map(drop));
-    denied(c.list_users(bearer(v1::ListUsersRequest::default(), &no_users)).await.map(drop));
+    denied(
+        c.list_agents(bearer(v1::ListAgentsRequest::default(), &no_read))
+            .await
+            .map(drop),
+    );
+    denied(
+        c.create_user(bearer(v1::CreateUserRequest::default(), &no_users))
+            .await
+            .map(drop),
+    );
+    denied(
+        c.list_users(bearer(v1::ListUsersRequest::default(), &no_users))
+            .await
+            .map(drop),
+    );
     denied(
         c.list_audit_events(bearer(v1::ListAuditEventsRequest::default(), &no_audit))
             .await
@@ -431,7 +449,11 @@ async fn each_rpc_needs_its_permission_bit() {
     );
     // The same tokens do what their bits allow.
     assert!(c.get_agent(bearer(get, &no_manage)).await.is_ok());
-    assert!(c.create_agent(bearer(create_agent(None, None), &no_read)).await.is_ok());
+    assert!(
+        c.create_agent(bearer(create_agent(None, None), &no_read))
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -537,9 +559,15 @@ async fn every_act_leaves_exactly_one_event_and_refusals_are_recorded() {
     let baseline = audit_trail(&mut h, &admin).await.len();
 
     let agent = new_agent(&mut h, &admin, "audited").await;
-    move_agent(&mut h, &admin, &agent.agent_id, "paused", Some("cost spike"))
-        .await
-        .unwrap();
+    move_agent(
+        &mut h,
+        &admin,
+        &agent.agent_id,
+        "paused",
+        Some("cost spike"),
+    )
+    .await
+    .unwrap();
     let user = h
         .client
         .create_user(bearer(v1::CreateUserRequest::default(), &admin))
@@ -629,7 +657,10 @@ async fn every_act_leaves_exactly_one_event_and_refusals_are_recorded() {
     );
     assert!(newest.iter().all(|e| e.org_id == org));
     let status_event = newest[6];
-    assert_eq!(status_event.target_id.as_deref(), Some(agent.agent_id.as_str()));
+    assert_eq!(
+        status_event.target_id.as_deref(),
+        Some(agent.agent_id.as_str())
+    );
     let detail: HashMap<&str, &str> = status_event
         .detail
         .iter()
@@ -637,12 +668,25 @@ async fn every_act_leaves_exactly_one_event_and_refusals_are_recorded() {
         .collect();
     assert_eq!(
         detail,
-        HashMap::from([("from", "active"), ("to", "paused"), ("reason", "cost spike")])
+        HashMap::from([
+            ("from", "active"),
+            ("to", "paused"),
+            ("reason", "cost spike")
+        ])
     );
-    assert_eq!(newest[7].target_id.as_deref(), Some(agent.agent_id.as_str()));
+    assert_eq!(
+        newest[7].target_id.as_deref(),
+        Some(agent.agent_id.as_str())
+    );
     assert_eq!(newest[5].target_id.as_deref(), Some(user.user_id.as_str()));
-    assert_eq!(newest[4].target_id.as_deref(), Some(minted.token_id.as_str()));
-    assert_eq!(newest[3].target_id.as_deref(), Some(minted.token_id.as_str()));
+    assert_eq!(
+        newest[4].target_id.as_deref(),
+        Some(minted.token_id.as_str())
+    );
+    assert_eq!(
+        newest[3].target_id.as_deref(),
+        Some(minted.token_id.as_str())
+    );
     // No event holds a secret.
     for event in &trail {
         let text = format!("{event:?}");
@@ -747,7 +791,11 @@ async fn no_application_or_gateway_role_changes_an_event_and_the_gateway_reads_n
                 .as_database_error()
                 .and_then(|e| e.code())
                 .map(|c| c.into_owned());
-            assert_eq!(code.as_deref(), Some("42501"), "{role}: {statement}: {error}");
+            assert_eq!(
+                code.as_deref(),
+                Some("42501"),
+                "{role}: {statement}: {error}"
+            );
             tx.rollback().await.unwrap();
         }
     }

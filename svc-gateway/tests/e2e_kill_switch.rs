@@ -25,24 +25,29 @@ async fn pausing_an_agent_stops_its_next_request_on_every_replica_and_resuming_l
     for gateway in [&a, &b] {
         assert_eq!(send(&http, ask(gateway)).await.status, 200);
     }
-    let calls_before = stack.upstream.seen().len();
-
     for stop in ["paused", "suspended"] {
+        let calls_before = stack.upstream.seen().len();
         stack.set_agent_status(agent, stop).await;
         for gateway in [&a, &b] {
             let refused = send(&http, ask(gateway)).await;
-            assert_eq!(refused.status, 403, "{stop}: {}", refused.body);
+            assert_eq!(refused.status, 403, "{stop}: {:?}", refused.body);
             assert_eq!(refused.json()["error"]["code"], "AGENT_SUSPENDED");
         }
+        let seen: Vec<String> = stack
+            .upstream
+            .seen()
+            .iter()
+            .map(|s| s.path.clone())
+            .collect();
         assert_eq!(
-            stack.upstream.seen().len(),
+            seen.len(),
             calls_before,
-            "a stopped agent reaches no provider"
+            "a stopped agent reaches no provider: {seen:?}"
         );
         stack.set_agent_status(agent, "active").await;
         for gateway in [&a, &b] {
             let passed = send(&http, ask(gateway)).await;
-            assert_eq!(passed.status, 200, "resumed from {stop}: {}", passed.body);
+            assert_eq!(passed.status, 200, "resumed from {stop}: {:?}", passed.body);
         }
     }
 
