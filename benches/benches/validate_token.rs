@@ -87,6 +87,7 @@ async fn fresh_tokens(bench: &Bench, n: usize) -> Vec<String> {
                         issuer_token_id: None,
                         limits: Default::default(),
                     },
+                    None,
                 )
                 .await
                 .expect("store token");

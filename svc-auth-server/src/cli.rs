@@ -1,4 +1,5 @@
-//! The `svc-auth-server` command line: `serve` (the default), `migrate` and `seed`.
+//! The `svc-auth-server` command line: `serve` (the default), `migrate`, `bootstrap` and
+//! `seed`.
 //!
 //! Every failure is one line on stderr, `error: ...`. Exit codes: 0 success, 1 a runtime
 //! failure (database unreachable, not migrated, refused), 2 bad usage or configuration.
@@ -15,6 +16,7 @@ use svc_runtime::shutdown::shutdown_signal;
 use svc_runtime::telemetry;
 use svc_runtime::telemetry::otel::TraceExport;
 
+use crate::bootstrap::BootstrapTarget;
 use crate::config::{Config, SVC_ENV};
 use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
@@ -23,7 +25,12 @@ use crate::store::AgentStatus;
 const USAGE: &str = "\
 usage: svc-auth-server [serve]
        svc-auth-server migrate
+       svc-auth-server bootstrap --org-name NAME | --org-id UUID
        svc-auth-server seed [--org-id UUID] [--agent-status active|paused|suspended|archived]...
+
+bootstrap creates an org and its first admin token (or, with --org-id, a new admin token for an
+existing org) in any environment, and prints {\"org_id\", \"token_id\", \"admin_token\"} as JSON.
+seed is for local development only.
 
 Configuration comes from the environment (POSTGRES_DSN, SVC_PORT, SVC_GRPC_PORT, SVC_ENV, ...).";
 
@@ -34,6 +41,8 @@ pub enum Command {
     Serve,
     /// Apply migrations.
     Migrate,
+    /// Create an org's admin token (and the org) and print it as JSON.
+    Bootstrap(BootstrapTarget),
     /// Create development data and print it as JSON.
     Seed(SeedOptions),
     /// Print usage.
@@ -54,6 +63,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, String> {
         "migrate" => no_options(Command::Migrate),
         "help" | "-h" | "--help" => Ok(Command::Help),
         "seed" => parse_seed(rest).map(Command::Seed),
+        "bootstrap" => parse_bootstrap(rest).map(Command::Bootstrap),
         other => Err(format!("unknown command {other:?}")),
     }
 }
@@ -89,6 +99,31 @@ fn parse_seed(args: &[String]) -> Result<SeedOptions, String> {
         }
     }
     Ok(options)
+}
+
+fn parse_bootstrap(args: &[String]) -> Result<BootstrapTarget, String> {
+    let mut target = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        let value = inline
+            .or_else(|| args.next().cloned())
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        let next = match flag {
+            "--org-name" => BootstrapTarget::NewOrg(value),
+            "--org-id" => BootstrapTarget::Org(
+                Uuid::try_parse(&value).map_err(|_| format!("--org-id: invalid UUID {value:?}"))?,
+            ),
+            other => return Err(format!("unknown bootstrap option {other:?}")),
+        };
+        if target.replace(next).is_some() {
+            return Err("bootstrap takes one of --org-name and --org-id".to_owned());
+        }
+    }
+    target.ok_or_else(|| "bootstrap needs --org-name NAME or --org-id UUID".to_owned())
 }
 
 /// `error: cause: cause`, one line.
@@ -165,7 +200,7 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
         }
         _ => None,
     };
-    // Seed prints its JSON on stdout: its logs, like migrate's, go to stderr.
+    // Seed and bootstrap print JSON on stdout: their logs, like migrate's, go to stderr.
     let subscriber = match command {
         Command::Serve => {
             telemetry::subscriber_with_traces(&config.log, std::io::stdout, traces.as_ref())
@@ -192,6 +227,7 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
             Command::Serve => serve(config).await,
             Command::Migrate => migrate(config).await,
             Command::Seed(options) => seed(config, options).await,
+            Command::Bootstrap(target) => bootstrap(config, target).await,
             Command::Help => ExitCode::SUCCESS,
         };
         if let Some(traces) = traces {
@@ -241,7 +277,21 @@ async fn migrate(config: Config) -> ExitCode {
 }
 
 async fn seed(config: Config, options: SeedOptions) -> ExitCode {
-    match crate::seed::run_with_config(&config, &options).await {
+    print_json(crate::seed::run_with_config(&config, &options).await)
+}
+
+async fn bootstrap(config: Config, target: BootstrapTarget) -> ExitCode {
+    let outcome = crate::bootstrap::run_with_config(&config, &target).await;
+    if let Ok(output) = &outcome {
+        // Never the token: the record says which token exists, stdout says what it is.
+        tracing::info!(org_id = %output.org_id, token_id = %output.token_id, "bootstrapped");
+    }
+    print_json(outcome)
+}
+
+/// The output as one JSON line on stdout, or the error as one line on stderr (exit 1).
+fn print_json<T: serde::Serialize, E: Error + 'static>(outcome: Result<T, E>) -> ExitCode {
+    match outcome {
         Ok(output) => match serde_json::to_string(&output) {
             Ok(json) => {
                 println!("{json}");
@@ -269,6 +319,28 @@ mod tests {
         assert_eq!(parse_args(&args(&["--help"])), Ok(Command::Help));
         assert!(parse_args(&args(&["serve", "now"])).is_err());
         assert!(parse_args(&args(&["destroy"])).is_err());
+    }
+
+    #[test]
+    fn bootstrap_options_parse() {
+        let org = Uuid::new_v4();
+        assert_eq!(
+            parse_args(&args(&["bootstrap", "--org-name", "Acme"])),
+            Ok(Command::Bootstrap(BootstrapTarget::NewOrg("Acme".into())))
+        );
+        assert_eq!(
+            parse_args(&args(&["bootstrap", &format!("--org-id={org}")])),
+            Ok(Command::Bootstrap(BootstrapTarget::Org(org)))
+        );
+        for bad in [
+            &["bootstrap"][..],
+            &["bootstrap", "--org-name"],
+            &["bootstrap", "--org-id", "nope"],
+            &["bootstrap", "--org-name", "a", "--org-id", &org.to_string()],
+            &["bootstrap", "--force", "x"],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

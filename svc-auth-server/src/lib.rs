@@ -8,12 +8,14 @@
 //! | [`pat`] | the `svc_pat_<uuid>_<secret>` format with its checksum |
 //! | [`store`] | the [`store::Store`] trait, PostgreSQL backend, shared test suite |
 //! | [`migrate`] | embedded migrations and the refuse-unmigrated check |
+//! | [`bootstrap`] | an org's first admin token, in any environment |
 //! | [`seed`] | local development data |
 //! | [`ops`] | `/health`, `/ready`, `/metrics` |
 //! | [`config`] | environment configuration, parsed with [`svc_runtime::config`] |
 //! | [`telemetry`] | [`svc_runtime::telemetry`], the log and trace setup both services share |
-//! | [`cli`] | the `serve`, `migrate` and `seed` subcommands |
+//! | [`cli`] | the `serve`, `migrate`, `bootstrap` and `seed` subcommands |
 
+pub mod bootstrap;
 pub mod cli;
 pub mod config;
 pub mod grpc;

@@ -191,6 +191,7 @@ pub async fn seed_org<S: Store>(
                 display_name: Some("seed owner".into()),
                 role: MembershipRole::Owner,
             },
+            None,
         )
         .await?;
 
@@ -209,11 +210,12 @@ pub async fn seed_org<S: Store>(
                     status,
                     name: Some(format!("seed {status} agent")),
                 },
+                None,
             )
             .await?;
         agents.push(SeededAgent {
-            agent_id: agent.agent_id,
-            status: agent.status.as_str(),
+            agent_id: agent.agent.agent_id,
+            status: agent.agent.status.as_str(),
         });
     }
 
@@ -262,6 +264,7 @@ pub async fn mint<S: Store>(
                 issuer_token_id: None,
                 limits: Default::default(),
             },
+            None,
         )
         .await?;
     Ok(pat)

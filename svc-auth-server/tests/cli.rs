@@ -164,7 +164,10 @@ async fn migrate_then_seed_prints_working_tokens() {
     let admin = validate(&mut client, output["admin_token"].as_str().unwrap())
         .await
         .unwrap();
-    assert_eq!(admin.permissions, 0b11_1111);
+    assert_eq!(
+        admin.permissions,
+        svc_tower::context::Permissions::ALL_KNOWN.bits()
+    );
     let chat = validate(&mut client, output["chat_token"].as_str().unwrap())
         .await
         .unwrap();

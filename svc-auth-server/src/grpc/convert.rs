@@ -8,7 +8,7 @@ use svc_proto::v1;
 use tonic::Status;
 use uuid::Uuid;
 
-use crate::store::{TokenCursor, TokenLimits, TokenMetadata};
+use crate::store::{AgentDetail, AuditEvent, Cursor, TokenLimits, TokenMetadata, User};
 use crate::verify::ValidToken;
 
 /// A proto timestamp.
@@ -23,6 +23,18 @@ pub(crate) fn timestamp(at: DateTime<Utc>) -> Timestamp {
 pub(crate) fn from_timestamp(at: &Timestamp) -> Option<DateTime<Utc>> {
     let nanos = u32::try_from(at.nanos).ok()?;
     DateTime::from_timestamp(at.seconds, nanos)
+}
+
+/// An optional proto timestamp field as a time; out of range is InvalidArgument naming it.
+pub(crate) fn optional_time(
+    field: &'static str,
+    at: Option<Timestamp>,
+) -> Result<Option<DateTime<Utc>>, Status> {
+    at.map(|at| {
+        from_timestamp(&at)
+            .ok_or_else(|| Status::invalid_argument(format!("{field} is not a valid timestamp")))
+    })
+    .transpose()
 }
 
 /// A UUID field, or InvalidArgument naming the field (never echoing the value).
@@ -86,30 +98,84 @@ pub(crate) fn token_metadata(token: TokenMetadata) -> v1::TokenMetadata {
     }
 }
 
+/// An optional name: empty counts as absent; longer than `max` characters is InvalidArgument.
+pub(crate) fn optional_text(
+    field: &'static str,
+    value: Option<String>,
+    max: usize,
+) -> Result<Option<String>, Status> {
+    let value = value.filter(|value| !value.is_empty());
+    if value.as_ref().is_some_and(|value| value.chars().count() > max) {
+        return Err(Status::invalid_argument(format!(
+            "{field} is longer than {max} characters"
+        )));
+    }
+    Ok(value)
+}
+
+pub(crate) fn agent(detail: AgentDetail) -> v1::Agent {
+    v1::Agent {
+        agent_id: detail.agent.agent_id.to_string(),
+        org_id: detail.agent.org_id.to_string(),
+        name: detail.agent.name,
+        status: detail.agent.status.as_str().to_owned(),
+        created_at: Some(timestamp(detail.agent.created_at)),
+        updated_at: Some(timestamp(detail.updated_at)),
+        status_reason: detail.status_reason,
+    }
+}
+
+pub(crate) fn user(org_id: Uuid, user: User) -> v1::User {
+    v1::User {
+        user_id: user.user_id.to_string(),
+        org_id: org_id.to_string(),
+        name: user.name,
+        created_at: Some(timestamp(user.created_at)),
+    }
+}
+
+pub(crate) fn audit_event(event: AuditEvent) -> v1::AuditEvent {
+    v1::AuditEvent {
+        event_id: event.event_id.to_string(),
+        org_id: event.org_id.to_string(),
+        occurred_at: Some(timestamp(event.occurred_at)),
+        actor_token_id: event.actor_token_id.map(|id| id.to_string()),
+        action: event.action,
+        target_id: event.target_id,
+        outcome: event.outcome,
+        detail: event.detail.into_iter().collect(),
+    }
+}
+
 const CURSOR_LEN: usize = 8 + 16;
 
-/// An opaque page token: base64url of the creation time (µs) and the token id.
-pub(crate) fn encode_cursor(cursor: TokenCursor) -> String {
+/// An opaque page token: base64url of the row's time (µs) and id.
+pub(crate) fn encode_cursor(cursor: Cursor) -> String {
     let mut bytes = [0u8; CURSOR_LEN];
-    bytes[..8].copy_from_slice(&cursor.created_at.timestamp_micros().to_be_bytes());
-    bytes[8..].copy_from_slice(cursor.token_id.as_bytes());
+    bytes[..8].copy_from_slice(&cursor.at.timestamp_micros().to_be_bytes());
+    bytes[8..].copy_from_slice(cursor.id.as_bytes());
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// Decodes an optional page token (empty means the first page); InvalidArgument when it is
+/// not one of ours.
+pub(crate) fn page_cursor(page_token: &str) -> Result<Option<Cursor>, Status> {
+    match page_token {
+        "" => Ok(None),
+        token => decode_cursor(token).map(Some),
+    }
+}
+
 /// Decodes a page token; InvalidArgument when it is not one of ours.
-pub(crate) fn decode_cursor(page_token: &str) -> Result<TokenCursor, Status> {
+pub(crate) fn decode_cursor(page_token: &str) -> Result<Cursor, Status> {
     let invalid = || Status::invalid_argument("page_token is not a valid page token");
     let bytes = URL_SAFE_NO_PAD.decode(page_token).map_err(|_| invalid())?;
     let bytes: [u8; CURSOR_LEN] = bytes.try_into().map_err(|_| invalid())?;
     let mut micros = [0u8; 8];
     micros.copy_from_slice(&bytes[..8]);
-    let created_at =
-        DateTime::from_timestamp_micros(i64::from_be_bytes(micros)).ok_or_else(invalid)?;
-    let token_id = Uuid::from_slice(&bytes[8..]).map_err(|_| invalid())?;
-    Ok(TokenCursor {
-        created_at,
-        token_id,
-    })
+    let at = DateTime::from_timestamp_micros(i64::from_be_bytes(micros)).ok_or_else(invalid)?;
+    let id = Uuid::from_slice(&bytes[8..]).map_err(|_| invalid())?;
+    Ok(Cursor { at, id })
 }
 
 #[cfg(test)]
@@ -118,9 +184,9 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_garbage_is_invalid_argument() {
-        let cursor = TokenCursor {
-            created_at: DateTime::from_timestamp_micros(1_763_700_000_123_456).unwrap(),
-            token_id: Uuid::new_v4(),
+        let cursor = Cursor {
+            at: DateTime::from_timestamp_micros(1_763_700_000_123_456).unwrap(),
+            id: Uuid::new_v4(),
         };
         assert_eq!(decode_cursor(&encode_cursor(cursor)).unwrap(), cursor);
         for bad in ["x", "!!!!", "AAAA", &encode_cursor(cursor)[1..]] {

@@ -5,6 +5,7 @@
 //! call is the admin token's org, never one taken from the request; a reference to another
 //! org's agent, user or token is PermissionDenied, never NotFound.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,26 +14,33 @@ use svc_proto::v1;
 use svc_proto::v1::auth_service_server::AuthService;
 use svc_tower::context::Permissions;
 use tonic::metadata::MetadataMap;
-use tonic::{Request, Response, Status};
+use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::metrics::AuthMetrics;
 use crate::pat::Pat;
-use crate::store::{Agent, AgentStatus, NewToken, Store};
+use crate::store::{Agent, AgentStatus, AuditAction, AuditEntry, NewToken, Store};
 use crate::verify::{ValidToken, Verifier};
 
+mod access;
+mod agents;
+mod audit;
 mod convert;
 mod issuer;
 pub mod reports;
 pub mod status;
 mod trace;
 mod usage;
+mod users;
 
+use access::{Op, own_org};
 use convert::{
-    decode_cursor, encode_cursor, from_timestamp, parse_id, parse_optional_id, requested_limits,
-    timestamp, token_metadata, validate_token_response,
+    encode_cursor, from_timestamp, optional_text, page_cursor, parse_id, parse_optional_id,
+    requested_limits, timestamp, token_metadata, validate_token_response,
 };
+
+pub use agents::MAX_REASON_CHARS;
 
 /// ListTokens page size when the request names none.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -40,6 +48,23 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 pub const MAX_PAGE_SIZE: u32 = 500;
 /// Longest token name, in characters.
 pub const MAX_NAME_CHARS: usize = 256;
+/// Longest org, agent or user name, in characters.
+pub const MAX_DISPLAY_NAME_CHARS: usize = 128;
+
+const CREATE_TOKEN: Op = Op::act(
+    "CreateToken",
+    Permissions::TOKEN_CREATE,
+    "TOKEN_CREATE",
+    AuditAction::TokenCreate,
+);
+const REVOKE_TOKEN: Op = Op::act(
+    "RevokeToken",
+    Permissions::TOKEN_REVOKE,
+    "TOKEN_REVOKE",
+    AuditAction::TokenRevoke,
+);
+const LIST_TOKENS: Op = Op::read("ListTokens", Permissions::TOKEN_LIST, "TOKEN_LIST");
+const GET_USAGE: Op = Op::read("GetUsage", Permissions::USAGE_READ, "USAGE_READ");
 
 /// The AuthService implementation.
 pub struct AuthApi<S> {
@@ -63,26 +88,56 @@ impl<S: Store> AuthApi<S> {
         self.verifier.store()
     }
 
-    /// Verifies the `authorization: Bearer <PAT>` metadata and checks `needed`.
-    async fn authorize(
-        &self,
-        operation: &'static str,
-        metadata: &MetadataMap,
-        needed: Permissions,
-        needed_name: &'static str,
-    ) -> Result<ValidToken, Status> {
+    /// Verifies the `authorization: Bearer <PAT>` metadata and checks the permission `op`
+    /// needs; a refused act is recorded in the audit trail.
+    async fn authorize(&self, op: &Op, metadata: &MetadataMap) -> Result<ValidToken, Status> {
         let bearer = bearer(metadata)?;
-        let admin = self
+        let caller = self
             .verifier
             .verify(bearer)
             .await
-            .map_err(|e| status::verify_error(operation, e))?;
-        if !admin.permissions.contains(needed) {
-            return Err(Status::permission_denied(format!(
-                "the token lacks the {needed_name} permission"
-            )));
+            .map_err(|e| status::verify_error(op.name, e))?;
+        if !caller.permissions.contains(op.needed) {
+            let refusal = Status::permission_denied(format!(
+                "the token lacks the {} permission",
+                op.needed_name
+            ));
+            return Err(self.refused(op, &caller, refusal).await);
         }
-        Ok(admin)
+        Ok(caller)
+    }
+
+    /// Runs the body of an act `caller` may attempt; a PermissionDenied it ends in (another
+    /// org's id, permissions beyond the caller's) is recorded as a denied event.
+    async fn audited<T>(
+        &self,
+        op: &Op,
+        caller: &ValidToken,
+        body: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        match body.await {
+            Err(refusal) if refusal.code() == Code::PermissionDenied => {
+                Err(self.refused(op, caller, refusal).await)
+            }
+            other => other,
+        }
+    }
+
+    /// Records that `caller` was refused `op` (when `op` is an act), and returns the refusal.
+    /// A refusal that cannot be recorded is still a refusal: the caller gets it either way.
+    async fn refused(&self, op: &Op, caller: &ValidToken, refusal: Status) -> Status {
+        if let Some(action) = op.action {
+            let entry = AuditEntry::denied(caller.token_id, action)
+                .detail("reason", refusal.message());
+            if let Err(error) = self.store().record_audit(caller.org_id, entry).await {
+                tracing::warn!(
+                    operation = op.name,
+                    error = %error,
+                    "a refusal could not be recorded in the audit trail"
+                );
+            }
+        }
+        refusal
     }
 }
 
@@ -165,149 +220,55 @@ impl<S: Store> AuthService for AuthApi<S> {
         &self,
         request: Request<v1::CreateTokenRequest>,
     ) -> Result<Response<v1::CreateTokenResponse>, Status> {
-        const OP: &str = "CreateToken";
-        let admin = self
-            .authorize(
-                OP,
-                request.metadata(),
-                Permissions::TOKEN_CREATE,
-                "TOKEN_CREATE",
-            )
-            .await?;
-        let req = request.into_inner();
-        let org_id = parse_id("org_id", &req.org_id)?;
-        let user_id = parse_optional_id("user_id", req.user_id.as_deref())?;
-        let agent_id = parse_optional_id("agent_id", req.agent_id.as_deref())?;
-        let expires_at =
-            match req.expires_at {
-                None => None,
-                Some(at) => Some(from_timestamp(&at).ok_or_else(|| {
-                    Status::invalid_argument("expires_at is not a valid timestamp")
-                })?),
-            };
-        if expires_at.is_some_and(|at| at <= Utc::now()) {
-            return Err(Status::invalid_argument("expires_at is in the past"));
-        }
-        let name = req.name.filter(|name| !name.is_empty());
-        if name
-            .as_ref()
-            .is_some_and(|name| name.chars().count() > MAX_NAME_CHARS)
-        {
-            return Err(Status::invalid_argument(format!(
-                "name is longer than {MAX_NAME_CHARS} characters"
-            )));
-        }
-        if org_id != admin.org_id {
-            return Err(Status::permission_denied("org_id is not the caller's org"));
-        }
-        if req.permissions & !admin.permissions.bits() != 0 {
-            return Err(Status::permission_denied(
-                "the requested permissions exceed the caller's",
-            ));
-        }
-        let limits = requested_limits(req.rpm_limit, req.tpm_limit)?;
-        let scope = issuer::within_issuer(&admin, agent_id, expires_at, limits)?;
-
-        let pat = Pat::generate(Uuid::new_v4());
-        let secret_hash = self
-            .verifier
-            .hasher()
-            .hash(pat.secret())
+        let admin = self.authorize(&CREATE_TOKEN, request.metadata()).await?;
+        self.audited(&CREATE_TOKEN, &admin, self.mint(&admin, request.into_inner()))
             .await
-            .map_err(|e| status::hash_error(OP, e))?;
-        let created = self
-            .store()
-            .create_token(
-                org_id,
-                NewToken {
-                    token_id: pat.token_id(),
-                    user_id,
-                    agent_id: scope.agent_id,
-                    permissions: Permissions::from_bits(req.permissions),
-                    name,
-                    secret_hash,
-                    expires_at: scope.expires_at,
-                    issuer_token_id: Some(admin.token_id),
-                    limits: scope.limits,
-                },
-            )
-            .await
-            .map_err(|e| status::store_error(OP, e))?;
-        tracing::info!(
-            token_id = %created.token_id,
-            org_id = %org_id,
-            issued_by = %admin.token_id,
-            "token created"
-        );
-        Ok(Response::new(v1::CreateTokenResponse {
-            token_id: created.token_id.to_string(),
-            token: pat.expose(),
-            created_at: Some(timestamp(created.created_at)),
-            expires_at: created.expires_at.map(timestamp),
-            permissions: created.permissions.bits(),
-            agent_id: created.agent_id.map(|id| id.to_string()),
-            rpm_limit: created.limits.rpm,
-            tpm_limit: created.limits.tpm,
-        }))
+            .map(Response::new)
     }
 
     async fn revoke_token(
         &self,
         request: Request<v1::RevokeTokenRequest>,
     ) -> Result<Response<v1::RevokeTokenResponse>, Status> {
-        const OP: &str = "RevokeToken";
-        let admin = self
-            .authorize(
-                OP,
-                request.metadata(),
-                Permissions::TOKEN_REVOKE,
-                "TOKEN_REVOKE",
-            )
-            .await?;
-        let token_id = parse_id("token_id", &request.get_ref().token_id)?;
-        let revoked = self
-            .store()
-            .revoke_token(admin.org_id, token_id)
-            .await
-            .map_err(|e| status::store_error(OP, e))?
-            .ok_or_else(|| Status::permission_denied("no such token in the caller's org"))?;
-        tracing::info!(
-            token_id = %token_id,
-            org_id = %admin.org_id,
-            revoked_by = %admin.token_id,
-            "token revoked"
-        );
-        Ok(Response::new(v1::RevokeTokenResponse {
-            token_id: revoked.token_id.to_string(),
-            revoked_at: revoked.revoked_at.map(timestamp),
-        }))
+        let admin = self.authorize(&REVOKE_TOKEN, request.metadata()).await?;
+        self.audited(&REVOKE_TOKEN, &admin, async {
+            let token_id = parse_id("token_id", &request.get_ref().token_id)?;
+            let audit = AuditEntry::ok(Some(admin.token_id), AuditAction::TokenRevoke).target(token_id);
+            let revoked = self
+                .store()
+                .revoke_token(admin.org_id, token_id, Some(audit))
+                .await
+                .map_err(|e| status::store_error(REVOKE_TOKEN.name, e))?
+                .ok_or_else(|| Status::permission_denied("no such token in the caller's org"))?;
+            tracing::info!(
+                token_id = %token_id,
+                org_id = %admin.org_id,
+                revoked_by = %admin.token_id,
+                "token revoked"
+            );
+            Ok(v1::RevokeTokenResponse {
+                token_id: revoked.token_id.to_string(),
+                revoked_at: revoked.revoked_at.map(timestamp),
+            })
+        })
+        .await
+        .map(Response::new)
     }
 
     async fn list_tokens(
         &self,
         request: Request<v1::ListTokensRequest>,
     ) -> Result<Response<v1::ListTokensResponse>, Status> {
-        const OP: &str = "ListTokens";
-        let admin = self
-            .authorize(
-                OP,
-                request.metadata(),
-                Permissions::TOKEN_LIST,
-                "TOKEN_LIST",
-            )
-            .await?;
+        let admin = self.authorize(&LIST_TOKENS, request.metadata()).await?;
         let req = request.into_inner();
         let page_size = page_size(req.page_size);
-        let after = match req.page_token.as_str() {
-            "" => None,
-            token => Some(decode_cursor(token)?),
-        };
+        let after = page_cursor(&req.page_token)?;
         // One extra row tells whether another page exists.
         let tokens = self
             .store()
             .list_tokens(admin.org_id, after, page_size + 1)
             .await
-            .map_err(|e| status::store_error(OP, e))?;
+            .map_err(|e| status::store_error(LIST_TOKENS.name, e))?;
         let (tokens, next_page_token) =
             next_page(tokens, page_size, |last| encode_cursor(last.cursor()));
         Ok(Response::new(v1::ListTokensResponse {
@@ -320,14 +281,7 @@ impl<S: Store> AuthService for AuthApi<S> {
         &self,
         request: Request<v1::GetUsageRequest>,
     ) -> Result<Response<v1::GetUsageResponse>, Status> {
-        let caller = self
-            .authorize(
-                "GetUsage",
-                request.metadata(),
-                Permissions::USAGE_READ,
-                "USAGE_READ",
-            )
-            .await?;
+        let caller = self.authorize(&GET_USAGE, request.metadata()).await?;
         usage::get_usage(self.store(), &caller, request.into_inner())
             .await
             .map(Response::new)
@@ -335,51 +289,78 @@ impl<S: Store> AuthService for AuthApi<S> {
 
     async fn create_agent(
         &self,
-        _request: Request<v1::CreateAgentRequest>,
+        request: Request<v1::CreateAgentRequest>,
     ) -> Result<Response<v1::Agent>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&agents::CREATE, request.metadata()).await?;
+        self.audited(&agents::CREATE, &caller, async {
+            agents::create(self.store(), &caller, request.into_inner()).await
+        })
+        .await
+        .map(Response::new)
     }
 
     async fn get_agent(
         &self,
-        _request: Request<v1::GetAgentRequest>,
+        request: Request<v1::GetAgentRequest>,
     ) -> Result<Response<v1::Agent>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&agents::GET, request.metadata()).await?;
+        agents::get(self.store(), &caller, request.get_ref())
+            .await
+            .map(Response::new)
     }
 
     async fn list_agents(
         &self,
-        _request: Request<v1::ListAgentsRequest>,
+        request: Request<v1::ListAgentsRequest>,
     ) -> Result<Response<v1::ListAgentsResponse>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&agents::LIST, request.metadata()).await?;
+        agents::list(self.store(), &caller, request.get_ref())
+            .await
+            .map(Response::new)
     }
 
     async fn set_agent_status(
         &self,
-        _request: Request<v1::SetAgentStatusRequest>,
+        request: Request<v1::SetAgentStatusRequest>,
     ) -> Result<Response<v1::Agent>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&agents::SET_STATUS, request.metadata()).await?;
+        self.audited(&agents::SET_STATUS, &caller, async {
+            agents::set_status(self.store(), &caller, request.into_inner()).await
+        })
+        .await
+        .map(Response::new)
     }
 
     async fn create_user(
         &self,
-        _request: Request<v1::CreateUserRequest>,
+        request: Request<v1::CreateUserRequest>,
     ) -> Result<Response<v1::User>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&users::CREATE, request.metadata()).await?;
+        self.audited(&users::CREATE, &caller, async {
+            users::create(self.store(), &caller, request.into_inner()).await
+        })
+        .await
+        .map(Response::new)
     }
 
     async fn list_users(
         &self,
-        _request: Request<v1::ListUsersRequest>,
+        request: Request<v1::ListUsersRequest>,
     ) -> Result<Response<v1::ListUsersResponse>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&users::LIST, request.metadata()).await?;
+        users::list(self.store(), &caller, request.get_ref())
+            .await
+            .map(Response::new)
     }
 
     async fn list_audit_events(
         &self,
-        _request: Request<v1::ListAuditEventsRequest>,
+        request: Request<v1::ListAuditEventsRequest>,
     ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
-        Err(Status::unimplemented("not yet"))
+        let caller = self.authorize(&audit::LIST, request.metadata()).await?;
+        audit::list(self.store(), &caller, request.get_ref())
+            .await
+            .map(Response::new)
     }
 }
 
@@ -403,6 +384,88 @@ fn next_page<T>(mut rows: Vec<T>, size: u32, cursor: impl Fn(&T) -> String) -> (
 }
 
 impl<S: Store> AuthApi<S> {
+    /// CreateToken's work once the caller holds TOKEN_CREATE: the request checked against the
+    /// caller's own scope, the secret hashed, the token and its audit event stored together.
+    async fn mint(
+        &self,
+        admin: &ValidToken,
+        req: v1::CreateTokenRequest,
+    ) -> Result<v1::CreateTokenResponse, Status> {
+        let org_id = own_org(admin, &req.org_id)?;
+        let user_id = parse_optional_id("user_id", req.user_id.as_deref())?;
+        let agent_id = parse_optional_id("agent_id", req.agent_id.as_deref())?;
+        let expires_at = match req.expires_at {
+            None => None,
+            Some(at) => Some(
+                from_timestamp(&at)
+                    .ok_or_else(|| Status::invalid_argument("expires_at is not a valid timestamp"))?,
+            ),
+        };
+        if expires_at.is_some_and(|at| at <= Utc::now()) {
+            return Err(Status::invalid_argument("expires_at is in the past"));
+        }
+        let name = optional_text("name", req.name, MAX_NAME_CHARS)?;
+        if req.permissions & !admin.permissions.bits() != 0 {
+            return Err(Status::permission_denied(
+                "the requested permissions exceed the caller's",
+            ));
+        }
+        let limits = requested_limits(req.rpm_limit, req.tpm_limit)?;
+        let scope = issuer::within_issuer(admin, agent_id, expires_at, limits)?;
+
+        let pat = Pat::generate(Uuid::new_v4());
+        let secret_hash = self
+            .verifier
+            .hasher()
+            .hash(pat.secret())
+            .await
+            .map_err(|e| status::hash_error(CREATE_TOKEN.name, e))?;
+        let mut audit = AuditEntry::ok(Some(admin.token_id), AuditAction::TokenCreate)
+            .target(pat.token_id())
+            .detail("permissions", req.permissions.to_string());
+        if let Some(agent_id) = scope.agent_id {
+            audit = audit.detail("agent_id", agent_id.to_string());
+        }
+        if let Some(user_id) = user_id {
+            audit = audit.detail("user_id", user_id.to_string());
+        }
+        let created = self
+            .store()
+            .create_token(
+                org_id,
+                NewToken {
+                    token_id: pat.token_id(),
+                    user_id,
+                    agent_id: scope.agent_id,
+                    permissions: Permissions::from_bits(req.permissions),
+                    name,
+                    secret_hash,
+                    expires_at: scope.expires_at,
+                    issuer_token_id: Some(admin.token_id),
+                    limits: scope.limits,
+                },
+                Some(audit),
+            )
+            .await
+            .map_err(|e| status::store_error(CREATE_TOKEN.name, e))?;
+        tracing::info!(
+            token_id = %created.token_id,
+            org_id = %org_id,
+            issued_by = %admin.token_id,
+            "token created"
+        );
+        Ok(v1::CreateTokenResponse {
+            token_id: created.token_id.to_string(),
+            token: pat.expose(),
+            created_at: Some(timestamp(created.created_at)),
+            expires_at: created.expires_at.map(timestamp),
+            permissions: created.permissions.bits(),
+            agent_id: created.agent_id.map(|id| id.to_string()),
+            rpm_limit: created.limits.rpm,
+            tpm_limit: created.limits.tpm,
+        })
+    }
+
     /// ValidateAgent's decision, with its metric result word.
     /// ValidateAgent's answer about `agent_id` in the token's org, folded into ValidateToken;
     /// counted as an agent validation too.

@@ -6,7 +6,8 @@ use chrono::Utc;
 use svc_proto::v1;
 use tonic::Status;
 
-use super::convert::{from_timestamp, parse_id};
+use super::access::own_org;
+use super::convert::optional_time;
 use super::{next_page, page_size, status};
 use crate::store::{Store, UsageGroup, UsageQuery};
 use crate::verify::ValidToken;
@@ -18,9 +19,7 @@ pub(super) async fn get_usage<S: Store>(
     req: v1::GetUsageRequest,
 ) -> Result<v1::GetUsageResponse, Status> {
     // Usage is the org's own data: naming another org is refused, never answered empty.
-    if !req.org_id.is_empty() && parse_id("org_id", &req.org_id)? != caller.org_id {
-        return Err(Status::permission_denied("org_id is not the caller's org"));
-    }
+    own_org(caller, &req.org_id)?;
     let group = match v1::UsageGroupBy::try_from(req.group_by) {
         Ok(v1::UsageGroupBy::Unspecified | v1::UsageGroupBy::Token) => UsageGroup::Token,
         Ok(v1::UsageGroupBy::Agent) => UsageGroup::Agent,
@@ -28,16 +27,8 @@ pub(super) async fn get_usage<S: Store>(
         Ok(v1::UsageGroupBy::Day) => UsageGroup::Day,
         Err(_) => return Err(Status::invalid_argument("group_by is not a known grouping")),
     };
-    let time = |field: &'static str, at: Option<prost_types::Timestamp>| {
-        at.map(|at| {
-            from_timestamp(&at).ok_or_else(|| {
-                Status::invalid_argument(format!("{field} is not a valid timestamp"))
-            })
-        })
-        .transpose()
-    };
-    let start = time("start_time", req.start_time)?;
-    let end = time("end_time", req.end_time)?.unwrap_or_else(Utc::now);
+    let start = optional_time("start_time", req.start_time)?;
+    let end = optional_time("end_time", req.end_time)?.unwrap_or_else(Utc::now);
     if start.is_some_and(|start| start > end) {
         return Err(Status::invalid_argument("start_time is after end_time"));
     }

@@ -27,12 +27,16 @@ mod timer;
 pub(crate) mod usage;
 
 pub use model::{
-    Agent, AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
-    TokenCursor, TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
+    Agent, AgentDetail, AgentStatus, AuditAction, AuditEntry, AuditEvent, AuditOutcome,
+    AuditQuery, BootstrapOrg, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Organization,
+    Reference, TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub use usage::{UsageGroup, UsageQuery, UsageTotals};
+
+/// A boxed future borrowing a connection: the shape of a transaction's work in a backend.
+type BoxFuture<'c, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'c>>;
 
 /// An error from a backend, boxed so backends keep their driver types to themselves.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -47,6 +51,10 @@ pub enum StoreError {
     /// A row with this id exists already.
     #[error("the {0} already exists")]
     AlreadyExists(&'static str),
+    /// The change is not allowed from the row's current state (an archived agent moves no
+    /// more; a token cannot bind an archived agent).
+    #[error("{0}")]
+    Precondition(&'static str),
     /// The backend could not be reached in time (connect, acquire or I/O failure).
     #[error("the identity store is unavailable")]
     Unavailable(#[source] BoxError),
@@ -99,12 +107,32 @@ pub trait Store: Clone + Send + Sync + 'static {
         org_id: Uuid,
     ) -> impl Future<Output = Result<Organization, StoreError>> + Send;
 
-    /// Creates a user as a member of `org_id`.
+    /// Creates an org and an admin token in it, or (for [`BootstrapOrg::Existing`]) a new
+    /// admin token in an org that exists, writing `audit` in the same transaction. `None` when
+    /// the existing org is not there; [`StoreError::AlreadyExists`] when a new org's id is
+    /// taken.
+    fn bootstrap(
+        &self,
+        org: BootstrapOrg,
+        token: NewToken,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<Option<(Organization, TokenMetadata)>, StoreError>> + Send;
+
+    /// Creates a user as a member of `org_id`, writing `audit` with it when given.
     fn create_user(
         &self,
         org_id: Uuid,
         user: NewUser,
+        audit: Option<AuditEntry>,
     ) -> impl Future<Output = Result<User, StoreError>> + Send;
+
+    /// Up to `limit` users of `org_id` ordered by `(created_at, user_id)`, after `after`.
+    fn list_users(
+        &self,
+        org_id: Uuid,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<User>, StoreError>> + Send;
 
     /// Whether `user_id` is a member of `org_id`.
     fn is_member(
@@ -113,36 +141,86 @@ pub trait Store: Clone + Send + Sync + 'static {
         user_id: Uuid,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Creates an agent in `org_id`.
+    /// Creates an agent in `org_id`, writing `audit` with it when given.
     fn create_agent(
         &self,
         org_id: Uuid,
         agent: NewAgent,
-    ) -> impl Future<Output = Result<Agent, StoreError>> + Send;
+        audit: Option<AuditEntry>,
+    ) -> impl Future<Output = Result<AgentDetail, StoreError>> + Send;
 
-    /// Stores a token in `org_id`. Its user must be a member and its agent must belong to the
-    /// org, else [`StoreError::NotInOrg`].
+    /// The agent with its administration's columns, if it exists in `org_id`.
+    fn agent_detail(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> impl Future<Output = Result<Option<AgentDetail>, StoreError>> + Send;
+
+    /// Up to `limit` agents of `org_id` (of `status` only, when given) ordered by
+    /// `(created_at, agent_id)`, after `after`.
+    fn list_agents(
+        &self,
+        org_id: Uuid,
+        status: Option<AgentStatus>,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AgentDetail>, StoreError>> + Send;
+
+    /// Moves an agent of `org_id` to `status` with `reason`, and writes `audit` with the
+    /// `from` and `to` of the move added to its detail, in one transaction. The status it has
+    /// already changes nothing but is recorded; an archived agent moves no more
+    /// ([`StoreError::Precondition`]). `None` if no such agent is visible in `org_id`.
+    fn set_agent_status(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        status: AgentStatus,
+        reason: Option<String>,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<Option<AgentDetail>, StoreError>> + Send;
+
+    /// Stores a token in `org_id`, writing `audit` with it when given. Its user must be a
+    /// member and its agent must belong to the org, else [`StoreError::NotInOrg`]; an archived
+    /// agent is [`StoreError::Precondition`].
     fn create_token(
         &self,
         org_id: Uuid,
         token: NewToken,
+        audit: Option<AuditEntry>,
     ) -> impl Future<Output = Result<TokenMetadata, StoreError>> + Send;
 
-    /// Marks a token of `org_id` revoked (keeping the first revocation time) and returns it;
-    /// `None` if no such token is visible in `org_id`.
+    /// Marks a token of `org_id` revoked (keeping the first revocation time) and returns it,
+    /// writing `audit` with it when given; `None` (and nothing written) if no such token is
+    /// visible in `org_id`.
     fn revoke_token(
         &self,
         org_id: Uuid,
         token_id: Uuid,
+        audit: Option<AuditEntry>,
     ) -> impl Future<Output = Result<Option<TokenMetadata>, StoreError>> + Send;
 
     /// Up to `limit` tokens of `org_id` ordered by `(created_at, token_id)`, after `after`.
     fn list_tokens(
         &self,
         org_id: Uuid,
-        after: Option<TokenCursor>,
+        after: Option<Cursor>,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<TokenMetadata>, StoreError>> + Send;
+
+    /// Writes one audit event of `org_id` on its own (a refused call, which changes nothing
+    /// else).
+    fn record_audit(
+        &self,
+        org_id: Uuid,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// One page of `org_id`'s audit events, newest first.
+    fn audit_events(
+        &self,
+        org_id: Uuid,
+        query: &AuditQuery,
+    ) -> impl Future<Output = Result<Vec<AuditEvent>, StoreError>> + Send;
 
     /// The usage ledger's totals of `org_id`, one page ordered by key.
     fn usage(

@@ -1,5 +1,6 @@
 //! The identity records the store reads and writes, free of any backend's types.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -12,6 +13,8 @@ use uuid::Uuid;
 pub struct Organization {
     /// Its id.
     pub org_id: Uuid,
+    /// Its name, if it was given one.
+    pub name: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
 }
@@ -21,8 +24,20 @@ pub struct Organization {
 pub struct User {
     /// Its id.
     pub user_id: Uuid,
+    /// Its display name.
+    pub name: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+}
+
+impl User {
+    /// Where a page that ends with this user resumes.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            at: self.created_at,
+            id: self.user_id,
+        }
+    }
 }
 
 /// What a user may do in an org it belongs to (recorded for audit; tokens carry permissions).
@@ -91,6 +106,20 @@ impl AgentStatus {
     }
 }
 
+impl AgentStatus {
+    /// Whether moving to `to` changes anything. Every status may move to every other, but
+    /// archived is final: an archived agent stays archived.
+    pub(crate) fn move_to(self, to: AgentStatus) -> Result<bool, super::StoreError> {
+        match (self, to) {
+            (from, to) if from == to => Ok(false),
+            (AgentStatus::Archived, _) => Err(super::StoreError::Precondition(
+                "the agent is archived, which is final",
+            )),
+            _ => Ok(true),
+        }
+    }
+}
+
 impl fmt::Display for AgentStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -126,6 +155,27 @@ pub struct Agent {
     pub name: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+}
+
+/// An agent with what only its administration reads: when it last changed and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDetail {
+    /// What validation reads.
+    pub agent: Agent,
+    /// When it was created or its status last moved.
+    pub updated_at: DateTime<Utc>,
+    /// The reason given with the last status change.
+    pub status_reason: Option<String>,
+}
+
+impl AgentDetail {
+    /// Where a page that ends with this agent resumes.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            at: self.agent.created_at,
+            id: self.agent.agent_id,
+        }
+    }
 }
 
 /// An agent to create.
@@ -244,10 +294,10 @@ pub struct TokenMetadata {
 
 impl TokenMetadata {
     /// Where a page that ends with this token resumes.
-    pub fn cursor(&self) -> TokenCursor {
-        TokenCursor {
-            created_at: self.created_at,
-            token_id: self.token_id,
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            at: self.created_at,
+            id: self.token_id,
         }
     }
 }
@@ -291,13 +341,206 @@ impl fmt::Debug for TokenRecord {
     }
 }
 
-/// A keyset position in an org's token list: tokens are ordered by `(created_at, token_id)`.
+/// A keyset position in a list ordered by a time and an id: tokens, agents and users by
+/// `(created_at, id)`, audit events by `(occurred_at, event_id)` descending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenCursor {
-    /// The last seen token's creation time.
-    pub created_at: DateTime<Utc>,
-    /// The last seen token's id.
-    pub token_id: Uuid,
+pub struct Cursor {
+    /// The last seen row's time.
+    pub at: DateTime<Utc>,
+    /// The last seen row's id.
+    pub id: Uuid,
+}
+
+/// What an administrative act did, as the audit trail names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuditAction {
+    /// `svc-auth-server bootstrap`: an org and its first admin token, or a new admin token.
+    OrgBootstrap,
+    /// CreateToken.
+    TokenCreate,
+    /// RevokeToken.
+    TokenRevoke,
+    /// CreateAgent.
+    AgentCreate,
+    /// SetAgentStatus.
+    AgentStatus,
+    /// CreateUser.
+    UserCreate,
+}
+
+impl AuditAction {
+    /// Every action, in the order the API grew them.
+    pub const ALL: [AuditAction; 6] = [
+        AuditAction::OrgBootstrap,
+        AuditAction::TokenCreate,
+        AuditAction::TokenRevoke,
+        AuditAction::AgentCreate,
+        AuditAction::AgentStatus,
+        AuditAction::UserCreate,
+    ];
+
+    /// The stored and wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::OrgBootstrap => "org.bootstrap",
+            AuditAction::TokenCreate => "token.create",
+            AuditAction::TokenRevoke => "token.revoke",
+            AuditAction::AgentCreate => "agent.create",
+            AuditAction::AgentStatus => "agent.status",
+            AuditAction::UserCreate => "user.create",
+        }
+    }
+
+    /// The action a word names, if any.
+    pub fn parse(word: &str) -> Option<AuditAction> {
+        AuditAction::ALL
+            .into_iter()
+            .find(|action| action.as_str() == word)
+    }
+}
+
+/// Whether an administrative act was carried out or refused for lack of permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuditOutcome {
+    /// Carried out.
+    Ok,
+    /// Refused: the caller lacked the permission, or named something outside its org.
+    Denied,
+}
+
+impl AuditOutcome {
+    /// The stored and wire word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Ok => "ok",
+            AuditOutcome::Denied => "denied",
+        }
+    }
+}
+
+/// An audit event to write, in the same transaction as the act it records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Its id (UUID v7, so ids follow time).
+    pub event_id: Uuid,
+    /// The token that made the call; `None` for acts outside the API.
+    pub actor_token_id: Option<Uuid>,
+    /// What was done.
+    pub action: AuditAction,
+    /// The org, token, agent or user acted on.
+    pub target_id: Option<String>,
+    /// Carried out or refused.
+    pub outcome: AuditOutcome,
+    /// Facts of the act; never a secret.
+    pub detail: BTreeMap<String, String>,
+}
+
+impl AuditEntry {
+    /// An act carried out by `actor`.
+    pub fn ok(actor_token_id: Option<Uuid>, action: AuditAction) -> AuditEntry {
+        AuditEntry {
+            event_id: Uuid::now_v7(),
+            actor_token_id,
+            action,
+            target_id: None,
+            outcome: AuditOutcome::Ok,
+            detail: BTreeMap::new(),
+        }
+    }
+
+    /// An act `actor` was refused.
+    pub fn denied(actor_token_id: Uuid, action: AuditAction) -> AuditEntry {
+        AuditEntry {
+            outcome: AuditOutcome::Denied,
+            ..AuditEntry::ok(Some(actor_token_id), action)
+        }
+    }
+
+    /// The same entry about `target`.
+    pub fn target(mut self, target: impl ToString) -> AuditEntry {
+        self.target_id = Some(target.to_string());
+        self
+    }
+
+    /// The same entry with one more fact.
+    pub fn detail(mut self, key: &str, value: impl Into<String>) -> AuditEntry {
+        self.detail.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The detail as stored: a JSON object of strings.
+    pub(crate) fn detail_json(&self) -> String {
+        serde_json::to_string(&self.detail).unwrap_or_else(|_| "{}".to_owned())
+    }
+}
+
+/// An audit event as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEvent {
+    /// Its id.
+    pub event_id: Uuid,
+    /// Its org.
+    pub org_id: Uuid,
+    /// When it was written.
+    pub occurred_at: DateTime<Utc>,
+    /// The token that made the call.
+    pub actor_token_id: Option<Uuid>,
+    /// What was done (an [`AuditAction`] word).
+    pub action: String,
+    /// What was acted on.
+    pub target_id: Option<String>,
+    /// `ok` or `denied`.
+    pub outcome: String,
+    /// Facts of the act.
+    pub detail: BTreeMap<String, String>,
+}
+
+impl AuditEvent {
+    /// Where a page that ends with this event resumes.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            at: self.occurred_at,
+            id: self.event_id,
+        }
+    }
+}
+
+/// Which audit events to read: newest first, within `[start, end)`, of one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Inclusive start.
+    pub start: Option<DateTime<Utc>>,
+    /// Exclusive end.
+    pub end: Option<DateTime<Utc>>,
+    /// Only this action.
+    pub action: Option<AuditAction>,
+    /// Resume before this event.
+    pub before: Option<Cursor>,
+    /// At most this many.
+    pub limit: u32,
+}
+
+/// The org `svc-auth-server bootstrap` mints an admin token for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootstrapOrg {
+    /// A new org with this id and name.
+    New {
+        /// Its id.
+        org_id: Uuid,
+        /// Its name.
+        name: String,
+    },
+    /// An org that exists already.
+    Existing(Uuid),
+}
+
+impl BootstrapOrg {
+    /// The org's id.
+    pub fn org_id(&self) -> Uuid {
+        match self {
+            BootstrapOrg::New { org_id, .. } | BootstrapOrg::Existing(org_id) => *org_id,
+        }
+    }
 }
 
 /// The entity a [`StoreError::NotInOrg`](super::StoreError::NotInOrg) is about.

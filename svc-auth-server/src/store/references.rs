@@ -1,4 +1,5 @@
-//! What a new token may point at: an agent of its own org, a member of its own org.
+//! What a new token may point at: an agent of its own org that is not archived, a member of
+//! its own org.
 //!
 //! Each backend answers the two lookups with its own SQL (each naming `org_id`); the rule that
 //! combines them, and the error each failure gives, live here once.
@@ -7,17 +8,17 @@ use std::future::Future;
 
 use uuid::Uuid;
 
-use super::{NewToken, Reference, StoreError};
+use super::{AgentStatus, NewToken, Reference, StoreError};
 
 /// The lookups a token's references are checked with, on a connection already scoped to the
 /// org (inside its transaction).
 pub(super) trait ReferenceLookups {
-    /// Whether `agent_id` is an agent of `org_id`.
+    /// The status of `agent_id` if it is an agent of `org_id`.
     fn agent_in_org(
         &mut self,
         org_id: Uuid,
         agent_id: Uuid,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<AgentStatus>, StoreError>> + Send;
 
     /// Whether `user_id` is a member of `org_id`.
     fn user_in_org(
@@ -30,16 +31,21 @@ pub(super) trait ReferenceLookups {
 /// Refuses a token whose agent or user is not in `org_id`, saying which; the agent is checked
 /// first. Checked before the insert so the caller learns which reference is foreign: the
 /// schema's keys would refuse the row too, without saying which. An id unknown everywhere and an
-/// id of another org give the same answer, so existence in other orgs is not revealed.
+/// id of another org give the same answer, so existence in other orgs is not revealed. An
+/// archived agent is retired for good: no new token may act as it.
 pub(super) async fn check_token_references<C: ReferenceLookups>(
     conn: &mut C,
     org_id: Uuid,
     token: &NewToken,
 ) -> Result<(), StoreError> {
-    if let Some(agent_id) = token.agent_id
-        && !conn.agent_in_org(org_id, agent_id).await?
-    {
-        return Err(StoreError::NotInOrg(Reference::Agent));
+    if let Some(agent_id) = token.agent_id {
+        match conn.agent_in_org(org_id, agent_id).await? {
+            None => return Err(StoreError::NotInOrg(Reference::Agent)),
+            Some(AgentStatus::Archived) => {
+                return Err(StoreError::Precondition("the agent is archived"));
+            }
+            Some(_) => {}
+        }
     }
     if let Some(user_id) = token.user_id
         && !conn.user_in_org(org_id, user_id).await?
@@ -64,9 +70,16 @@ mod tests {
     }
 
     impl ReferenceLookups for Lookups {
-        async fn agent_in_org(&mut self, org_id: Uuid, agent_id: Uuid) -> Result<bool, StoreError> {
+        async fn agent_in_org(
+            &mut self,
+            org_id: Uuid,
+            agent_id: Uuid,
+        ) -> Result<Option<AgentStatus>, StoreError> {
             self.asked.push(Reference::Agent);
-            Ok(self.agents.contains(&(org_id, agent_id)))
+            Ok(self
+                .agents
+                .contains(&(org_id, agent_id))
+                .then_some(AgentStatus::Active))
         }
 
         async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {

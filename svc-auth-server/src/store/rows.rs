@@ -8,7 +8,10 @@ use chrono::{DateTime, Utc};
 use svc_tower::context::Permissions;
 use uuid::Uuid;
 
-use super::{Agent, AgentStatus, StoreError, TokenLimits, TokenMetadata, TokenRecord};
+use super::{
+    Agent, AgentDetail, AgentStatus, AuditEvent, StoreError, TokenLimits, TokenMetadata,
+    TokenRecord, User,
+};
 
 /// The columns of a [`TokenRow`].
 pub(super) const TOKEN_COLUMNS: &str = "token_id, org_id, user_id, agent_id, permissions, name, \
@@ -19,6 +22,14 @@ pub(super) const VALIDATION_COLUMNS: &str = "token_id, org_id, user_id, agent_id
      rpm_limit, tpm_limit";
 /// The columns of an [`AgentRow`].
 pub(super) const AGENT_COLUMNS: &str = "agent_id, org_id, status, name, created_at";
+/// The columns of an [`AgentDetailRow`].
+pub(super) const AGENT_DETAIL_COLUMNS: &str =
+    "agent_id, org_id, status, name, created_at, updated_at, status_reason";
+/// The columns of a [`UserRow`], for a query that joins `users` as `u`.
+pub(super) const USER_COLUMNS: &str = "u.user_id, u.display_name AS name, u.created_at";
+/// The columns of an [`AuditRow`] but `detail`, whose text form each backend selects itself.
+pub(super) const AUDIT_COLUMNS: &str =
+    "event_id, org_id, occurred_at, actor_token_id, action, target_id, outcome";
 
 /// A time column as a backend decodes it.
 pub(super) trait StoredTime {
@@ -178,6 +189,79 @@ impl<T: StoredTime> TryFrom<AgentRow<T>> for Agent {
             status,
             name: row.name,
             created_at: row.created_at.into_time()?,
+        })
+    }
+}
+
+/// An agent with its administration's columns ([`AGENT_DETAIL_COLUMNS`]).
+#[derive(sqlx::FromRow)]
+pub(super) struct AgentDetailRow<T> {
+    #[sqlx(flatten)]
+    agent: AgentRow<T>,
+    updated_at: T,
+    status_reason: Option<String>,
+}
+
+impl<T: StoredTime> TryFrom<AgentDetailRow<T>> for AgentDetail {
+    type Error = StoreError;
+
+    fn try_from(row: AgentDetailRow<T>) -> Result<Self, StoreError> {
+        Ok(AgentDetail {
+            agent: Agent::try_from(row.agent)?,
+            updated_at: row.updated_at.into_time()?,
+            status_reason: row.status_reason,
+        })
+    }
+}
+
+/// A user ([`USER_COLUMNS`]).
+#[derive(sqlx::FromRow)]
+pub(super) struct UserRow<T> {
+    user_id: Uuid,
+    name: Option<String>,
+    created_at: T,
+}
+
+impl<T: StoredTime> TryFrom<UserRow<T>> for User {
+    type Error = StoreError;
+
+    fn try_from(row: UserRow<T>) -> Result<Self, StoreError> {
+        Ok(User {
+            user_id: row.user_id,
+            name: row.name,
+            created_at: row.created_at.into_time()?,
+        })
+    }
+}
+
+/// An audit event ([`AUDIT_COLUMNS`] and `detail` as JSON text).
+#[derive(sqlx::FromRow)]
+pub(super) struct AuditRow<T> {
+    event_id: Uuid,
+    org_id: Uuid,
+    occurred_at: T,
+    actor_token_id: Option<Uuid>,
+    action: String,
+    target_id: Option<String>,
+    outcome: String,
+    detail: String,
+}
+
+impl<T: StoredTime> TryFrom<AuditRow<T>> for AuditEvent {
+    type Error = StoreError;
+
+    fn try_from(row: AuditRow<T>) -> Result<Self, StoreError> {
+        let detail = serde_json::from_str(&row.detail)
+            .map_err(|e| StoreError::Query(format!("a stored audit detail: {e}").into()))?;
+        Ok(AuditEvent {
+            event_id: row.event_id,
+            org_id: row.org_id,
+            occurred_at: row.occurred_at.into_time()?,
+            actor_token_id: row.actor_token_id,
+            action: row.action,
+            target_id: row.target_id,
+            outcome: row.outcome,
+            detail,
         })
     }
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{
     AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
-    TokenCursor, TokenLimits,
+    Cursor, TokenLimits,
 };
 
 /// Runs every case, each on a fresh store from `new_store`.
@@ -59,7 +59,7 @@ async fn new_agent<S: Store>(store: &S, org_id: Uuid, status: AgentStatus) -> Uu
                 agent_id,
                 status,
                 name: Some("agent".into()),
-            },
+            }, None,
         )
         .await
         .unwrap();
@@ -75,7 +75,7 @@ async fn new_user<S: Store>(store: &S, org_id: Uuid) -> Uuid {
                 user_id,
                 display_name: None,
                 role: MembershipRole::Member,
-            },
+            }, None,
         )
         .await
         .unwrap();
@@ -141,14 +141,14 @@ async fn duplicate_ids_are_conflicts<S: Store>(store: &S) {
                 agent_id,
                 status: AgentStatus::Active,
                 name: None,
-            },
+            }, None,
         )
         .await;
     assert!(matches!(again, Err(StoreError::AlreadyExists("agent"))));
 
     let new = token(None, None);
-    store.create_token(org_id, new.clone()).await.unwrap();
-    let again = store.create_token(org_id, new).await;
+    store.create_token(org_id, new.clone(), None).await.unwrap();
+    let again = store.create_token(org_id, new, None).await;
     assert!(matches!(again, Err(StoreError::AlreadyExists("token"))));
 }
 
@@ -166,7 +166,7 @@ async fn tokens_round_trip_with_their_hash<S: Store>(store: &S) {
     let agent_id = new_agent(store, org_id, AgentStatus::Active).await;
     let new = token(Some(user_id), Some(agent_id));
 
-    let created = store.create_token(org_id, new.clone()).await.unwrap();
+    let created = store.create_token(org_id, new.clone(), None).await.unwrap();
     assert_eq!(created.token_id, new.token_id);
     assert_eq!(created.org_id, org_id);
     assert_eq!(created.user_id, Some(user_id));
@@ -207,7 +207,7 @@ async fn token_references_must_be_in_the_org<S: Store>(store: &S) {
     ];
     for (new, reference) in cases {
         let token_id = new.token_id;
-        match store.create_token(a, new).await {
+        match store.create_token(a, new, None).await {
             Err(StoreError::NotInOrg(got)) => assert_eq!(got, reference),
             other => panic!("expected NotInOrg({reference}), got {other:?}"),
         }
@@ -225,22 +225,22 @@ async fn revocation_is_scoped_and_idempotent<S: Store>(store: &S) {
     let (a, b) = (new_org(store).await, new_org(store).await);
     let new = token(None, None);
     let token_id = new.token_id;
-    store.create_token(a, new).await.unwrap();
+    store.create_token(a, new, None).await.unwrap();
 
-    assert!(store.revoke_token(b, token_id).await.unwrap().is_none());
+    assert!(store.revoke_token(b, token_id, None).await.unwrap().is_none());
     let record = store.token_for_validation(token_id).await.unwrap().unwrap();
     assert!(record.revoked_at.is_none(), "another org revoked it");
 
-    let first = store.revoke_token(a, token_id).await.unwrap().unwrap();
+    let first = store.revoke_token(a, token_id, None).await.unwrap().unwrap();
     let revoked_at = first.revoked_at.expect("revoked_at set");
-    let second = store.revoke_token(a, token_id).await.unwrap().unwrap();
+    let second = store.revoke_token(a, token_id, None).await.unwrap().unwrap();
     assert_eq!(second.revoked_at, Some(revoked_at));
 
     let record = store.token_for_validation(token_id).await.unwrap().unwrap();
     assert_eq!(record.revoked_at, Some(revoked_at));
     assert!(
         store
-            .revoke_token(a, Uuid::new_v4())
+            .revoke_token(a, Uuid::new_v4(), None)
             .await
             .unwrap()
             .is_none()
@@ -251,15 +251,15 @@ async fn listing_pages_in_order_within_the_org<S: Store>(store: &S) {
     let (a, b) = (new_org(store).await, new_org(store).await);
     let mut created = Vec::new();
     for _ in 0..5 {
-        created.push(store.create_token(a, token(None, None)).await.unwrap());
+        created.push(store.create_token(a, token(None, None), None).await.unwrap());
     }
     for _ in 0..2 {
-        store.create_token(b, token(None, None)).await.unwrap();
+        store.create_token(b, token(None, None), None).await.unwrap();
     }
     created.sort_by_key(|t| (t.created_at, t.token_id));
 
     let mut seen = Vec::new();
-    let mut after: Option<TokenCursor> = None;
+    let mut after: Option<Cursor> = None;
     loop {
         let page = store.list_tokens(a, after, 2).await.unwrap();
         assert!(page.len() <= 2);
@@ -293,13 +293,13 @@ async fn unknown_tokens_are_none<S: Store>(store: &S) {
 
 async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
     let org_id = new_org(store).await;
-    let admin = store.create_token(org_id, token(None, None)).await.unwrap();
+    let admin = store.create_token(org_id, token(None, None), None).await.unwrap();
     assert_eq!(admin.issuer_token_id, None);
     let child = NewToken {
         issuer_token_id: Some(admin.token_id),
         ..token(None, None)
     };
-    let created = store.create_token(org_id, child).await.unwrap();
+    let created = store.create_token(org_id, child, None).await.unwrap();
     assert_eq!(created.issuer_token_id, Some(admin.token_id));
 
     let listed = store.list_tokens(org_id, None, 10).await.unwrap();
@@ -312,7 +312,7 @@ async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
         issuers.contains(&(created.token_id, Some(admin.token_id))),
         "{issuers:?}"
     );
-    let revoked = store.revoke_token(org_id, created.token_id).await.unwrap();
+    let revoked = store.revoke_token(org_id, created.token_id, None).await.unwrap();
     assert_eq!(revoked.unwrap().issuer_token_id, Some(admin.token_id));
 }
 
@@ -323,7 +323,7 @@ async fn the_token_read_with_an_agent_looks_in_the_tokens_org<S: Store>(store: &
     let paused = new_agent(store, org_id, AgentStatus::Paused).await;
     let foreign = new_agent(store, other_org, AgentStatus::Active).await;
     let new = token(None, None);
-    store.create_token(org_id, new.clone()).await.unwrap();
+    store.create_token(org_id, new.clone(), None).await.unwrap();
 
     let (record, agent) = store
         .token_with_agent(new.token_id, active)
@@ -371,9 +371,9 @@ async fn a_tokens_limits_are_stored_validated_and_listed<S: Store>(store: &S) {
         limits,
         ..token(None, None)
     };
-    let created = store.create_token(org_id, limited).await.unwrap();
+    let created = store.create_token(org_id, limited, None).await.unwrap();
     assert_eq!(created.limits, limits);
-    let unlimited = store.create_token(org_id, token(None, None)).await.unwrap();
+    let unlimited = store.create_token(org_id, token(None, None), None).await.unwrap();
     assert_eq!(unlimited.limits, TokenLimits::default());
     let record = store.token_for_validation(created.token_id).await.unwrap();
     assert_eq!(record.unwrap().limits, limits);

@@ -14,14 +14,16 @@ use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::driver_error;
-use super::references::{ReferenceLookups, check_token_references};
+use super::references::ReferenceLookups;
 use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS};
 use super::timer::QueryTimer;
 use super::{
-    Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
-    TokenMetadata, TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
+    Agent, AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, BoxFuture,
+    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata, TokenRecord,
+    UsageGroup, UsageQuery, UsageTotals, User,
 };
 
+mod admin;
 mod batch;
 mod lookups;
 pub mod pool;
@@ -87,6 +89,23 @@ impl PgStore {
         pool::begin_tenant(&self.pool, org_id)
             .await
             .map_err(map_error)
+    }
+
+    /// Runs `work` in a transaction scoped to `org_id`, timed, and commits what it returns
+    /// `Ok` (an error rolls everything back: an act and its audit event land together).
+    async fn in_tenant<T>(
+        &self,
+        org_id: Uuid,
+        work: impl for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.timer
+            .time(async {
+                let mut tx = self.tenant(org_id).await?;
+                let out = work(&mut tx).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(out)
+            })
+            .await
     }
 }
 
@@ -162,197 +181,216 @@ impl Store for PgStore {
     }
 
     async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                sqlx::query(
-                "INSERT INTO organizations (org_id) VALUES ($1) ON CONFLICT (org_id) DO NOTHING",
-            )
-            .bind(org_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_error)?;
-                let (org_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
-                    "SELECT org_id, created_at FROM organizations WHERE org_id = $1",
-                )
-                .bind(org_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(Organization { org_id, created_at })
-            })
+        self.in_tenant(org_id, |tx| Box::pin(admin::ensure_organization(tx, org_id)))
             .await
     }
 
-    async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                // No RETURNING: the row only becomes visible once its membership exists.
-                sqlx::query("INSERT INTO users (user_id, display_name) VALUES ($1, $2)")
-                    .bind(user.user_id)
-                    .bind(&user.display_name)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| map_insert_error(e, "user"))?;
-                sqlx::query(
-                    "INSERT INTO org_memberships (org_id, user_id, role) VALUES ($1, $2, $3)",
-                )
-                .bind(org_id)
-                .bind(user.user_id)
-                .bind(user.role.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| map_insert_error(e, "membership"))?;
-                let (user_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
-                    "SELECT u.user_id, u.created_at FROM users AS u \
-                 JOIN org_memberships AS m ON m.user_id = u.user_id \
-                 WHERE m.org_id = $1 AND u.user_id = $2",
-                )
-                .bind(org_id)
-                .bind(user.user_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(User {
-                    user_id,
-                    created_at,
-                })
+    async fn bootstrap(
+        &self,
+        org: BootstrapOrg,
+        token: NewToken,
+        audit: AuditEntry,
+    ) -> Result<Option<(Organization, TokenMetadata)>, StoreError> {
+        self.in_tenant(org.org_id(), |tx| {
+            Box::pin(async move {
+                let Some(organization) = admin::bootstrap_org(tx, &org).await? else {
+                    return Ok(None);
+                };
+                let token = admin::insert_token(tx, organization.org_id, &token).await?;
+                admin::insert_audit(tx, organization.org_id, &audit).await?;
+                Ok(Some((organization, token)))
             })
-            .await
+        })
+        .await
+    }
+
+    async fn create_user(
+        &self,
+        org_id: Uuid,
+        user: NewUser,
+        audit: Option<AuditEntry>,
+    ) -> Result<User, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
+                let user = admin::insert_user(tx, org_id, &user).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                Ok(user)
+            })
+        })
+        .await
+    }
+
+    async fn list_users(
+        &self,
+        org_id: Uuid,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> Result<Vec<User>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(admin::list_users(tx, org_id, after, limit))
+        })
+        .await
     }
 
     async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                let member = tx.user_in_org(org_id, user_id).await?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(member)
-            })
+        self.in_tenant(org_id, |tx| Box::pin(tx.user_in_org(org_id, user_id)))
             .await
     }
 
-    async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                let row: AgentRow = sqlx::query_as(&format!(
-                    "INSERT INTO agents (agent_id, org_id, status, name) VALUES ($1, $2, $3, $4) \
-                 RETURNING {AGENT_COLUMNS}"
-                ))
-                .bind(agent.agent_id)
-                .bind(org_id)
-                .bind(agent.status.as_str())
-                .bind(&agent.name)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| map_insert_error(e, "agent"))?;
-                tx.commit().await.map_err(map_error)?;
-                Agent::try_from(row)
+    async fn create_agent(
+        &self,
+        org_id: Uuid,
+        agent: NewAgent,
+        audit: Option<AuditEntry>,
+    ) -> Result<AgentDetail, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
+                let agent = admin::insert_agent(tx, org_id, &agent).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                Ok(agent)
             })
-            .await
+        })
+        .await
+    }
+
+    async fn agent_detail(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(admin::agent_detail(tx, org_id, agent_id, false))
+        })
+        .await
+    }
+
+    async fn list_agents(
+        &self,
+        org_id: Uuid,
+        status: Option<AgentStatus>,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> Result<Vec<AgentDetail>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(admin::list_agents(tx, org_id, status, after, limit))
+        })
+        .await
+    }
+
+    async fn set_agent_status(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        status: AgentStatus,
+        reason: Option<String>,
+        audit: AuditEntry,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
+                let Some(before) = admin::agent_detail(tx, org_id, agent_id, true).await? else {
+                    return Ok(None);
+                };
+                let from = before.agent.status;
+                if from.move_to(status)? {
+                    admin::update_agent_status(tx, org_id, agent_id, status, reason.as_deref())
+                        .await?;
+                }
+                let audit = audit
+                    .detail("from", from.as_str())
+                    .detail("to", status.as_str());
+                admin::insert_audit(tx, org_id, &audit).await?;
+                admin::agent_detail(tx, org_id, agent_id, false).await
+            })
+        })
+        .await
     }
 
     async fn create_token(
         &self,
         org_id: Uuid,
         token: NewToken,
+        audit: Option<AuditEntry>,
     ) -> Result<TokenMetadata, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                check_token_references(&mut *tx, org_id, &token).await?;
-                let row: TokenRow = sqlx::query_as(&format!(
-                    "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
-                                     secret_hash, expires_at, issuer_token_id, rpm_limit, \
-                                     tpm_limit) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {TOKEN_COLUMNS}"
-                ))
-                .bind(token.token_id)
-                .bind(org_id)
-                .bind(token.user_id)
-                .bind(token.agent_id)
-                .bind(token.permissions.bits())
-                .bind(&token.name)
-                .bind(&token.secret_hash)
-                .bind(token.expires_at)
-                .bind(token.issuer_token_id)
-                .bind(token.limits.columns().0)
-                .bind(token.limits.columns().1)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| map_insert_error(e, "token"))?;
-                tx.commit().await.map_err(map_error)?;
-                TokenMetadata::try_from(row)
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
+                let token = admin::insert_token(tx, org_id, &token).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                Ok(token)
             })
-            .await
+        })
+        .await
     }
 
     async fn revoke_token(
         &self,
         org_id: Uuid,
         token_id: Uuid,
+        audit: Option<AuditEntry>,
     ) -> Result<Option<TokenMetadata>, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
                 let row: Option<TokenRow> = sqlx::query_as(&format!(
                     "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
-                 WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
+                     WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
                 ))
                 .bind(org_id)
                 .bind(token_id)
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
-                row.map(TokenMetadata::try_from).transpose()
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                TokenMetadata::try_from(row).map(Some)
             })
-            .await
+        })
+        .await
     }
 
     async fn list_tokens(
         &self,
         org_id: Uuid,
-        after: Option<TokenCursor>,
+        after: Option<Cursor>,
         limit: u32,
     ) -> Result<Vec<TokenMetadata>, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.tenant(org_id).await?;
-                let rows: Vec<TokenRow> = match after {
-                    None => {
-                        sqlx::query_as(&format!(
-                            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 \
-                         ORDER BY created_at, token_id LIMIT $2"
-                        ))
-                        .bind(org_id)
-                        .bind(i64::from(limit))
-                        .fetch_all(&mut *tx)
-                        .await
-                    }
-                    Some(cursor) => {
-                        sqlx::query_as(&format!(
-                            "SELECT {TOKEN_COLUMNS} FROM tokens \
-                         WHERE org_id = $1 AND (created_at, token_id) > ($2, $3) \
-                         ORDER BY created_at, token_id LIMIT $4"
-                        ))
-                        .bind(org_id)
-                        .bind(cursor.created_at)
-                        .bind(cursor.token_id)
-                        .bind(i64::from(limit))
-                        .fetch_all(&mut *tx)
-                        .await
-                    }
-                }
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move {
+                let rows: Vec<TokenRow> = sqlx::query_as(&format!(
+                    "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 \
+                       AND ($2::timestamptz IS NULL OR (created_at, token_id) > ($2, $3::uuid)) \
+                     ORDER BY created_at, token_id LIMIT $4"
+                ))
+                .bind(org_id)
+                .bind(after.map(|c| c.at))
+                .bind(after.map(|c| c.id))
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await
                 .map_err(map_error)?;
-                tx.commit().await.map_err(map_error)?;
                 rows.into_iter().map(TokenMetadata::try_from).collect()
             })
-            .await
+        })
+        .await
+    }
+
+    async fn record_audit(&self, org_id: Uuid, audit: AuditEntry) -> Result<(), StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move { admin::insert_audit(tx, org_id, &audit).await })
+        })
+        .await
+    }
+
+    async fn audit_events(
+        &self,
+        org_id: Uuid,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditEvent>, StoreError> {
+        let query = query.clone();
+        self.in_tenant(org_id, |tx| {
+            Box::pin(async move { admin::audit_events(tx, org_id, &query).await })
+        })
+        .await
     }
 
     async fn usage(
@@ -387,15 +425,21 @@ impl Store for PgStore {
 }
 
 impl ReferenceLookups for PgConnection {
-    async fn agent_in_org(&mut self, org_id: Uuid, agent_id: Uuid) -> Result<bool, StoreError> {
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = $1 AND agent_id = $2)",
-        )
-        .bind(org_id)
-        .bind(agent_id)
-        .fetch_one(self)
-        .await
-        .map_err(map_error)
+    async fn agent_in_org(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<AgentStatus>, StoreError> {
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM agents WHERE org_id = $1 AND agent_id = $2")
+                .bind(org_id)
+                .bind(agent_id)
+                .fetch_optional(self)
+                .await
+                .map_err(map_error)?;
+        status
+            .map(|status| status.parse().map_err(|e| StoreError::Query(Box::new(e))))
+            .transpose()
     }
 
     async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {

@@ -58,7 +58,7 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
                     agent_id: Uuid::new_v4(),
                     status: AgentStatus::Active,
                     name: None,
-                },
+                }, None,
             )
             .await
             .unwrap();
@@ -69,11 +69,11 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
                     user_id: Uuid::new_v4(),
                     display_name: None,
                     role: MembershipRole::Owner,
-                },
+                }, None,
             )
             .await
             .unwrap();
-        store.create_token(org, chat_token(None)).await.unwrap();
+        store.create_token(org, chat_token(None), None).await.unwrap();
     }
     (a, b)
 }
@@ -388,11 +388,11 @@ async fn an_issuer_must_be_a_token_of_the_same_org() {
     let issuer_in_b = token_of(b).await;
     let child = |issuer| chat_token(Some(issuer));
     let error = store
-        .create_token(a, child(issuer_in_b))
+        .create_token(a, child(issuer_in_b), None)
         .await
         .expect_err("an issuer in another org");
     assert!(matches!(error, StoreError::Query(_)), "{error:?}");
-    let created = store.create_token(a, child(token_of(a).await)).await;
+    let created = store.create_token(a, child(token_of(a).await), None).await;
     assert!(created.is_ok(), "{created:?}");
 }
 
@@ -406,11 +406,11 @@ async fn queued_token_reads_share_statements_and_each_gets_its_own_row() {
         if i < 2 {
             store.ensure_organization(org).await.unwrap();
         }
-        let created = store.create_token(org, chat_token(None)).await.unwrap();
+        let created = store.create_token(org, chat_token(None), None).await.unwrap();
         tokens.push((created.token_id, org));
     }
     let revoked = tokens[3];
-    store.revoke_token(revoked.1, revoked.0).await.unwrap();
+    store.revoke_token(revoked.1, revoked.0, None).await.unwrap();
     let missing = Uuid::new_v4();
 
     let before = store.token_reads.statements();
@@ -445,7 +445,7 @@ async fn queued_token_reads_share_statements_and_each_gets_its_own_row() {
     );
 
     // A read after a revocation sees it.
-    store.revoke_token(tokens[0].1, tokens[0].0).await.unwrap();
+    store.revoke_token(tokens[0].1, tokens[0].0, None).await.unwrap();
     let record = store.token_for_validation(tokens[0].0).await.unwrap();
     assert!(record.unwrap().revoked_at.is_some());
 }
@@ -483,8 +483,8 @@ async fn queued_reads_with_agents_find_only_agents_of_the_tokens_org() {
             status: AgentStatus::Active,
             name: None,
         };
-        store.create_agent(org, new_agent).await.unwrap();
-        let token = store.create_token(org, chat_token(None)).await.unwrap();
+        store.create_agent(org, new_agent, None).await.unwrap();
+        let token = store.create_token(org, chat_token(None), None).await.unwrap();
         orgs.push((org, agent, token.token_id));
     }
     let (a, b) = (orgs[0], orgs[1]);
@@ -524,7 +524,7 @@ async fn a_token_read_stuck_past_the_timeout_fails_and_the_next_ones_go_on() {
     let store = PgStore::new(app_pool(connect_options(db.url()).unwrap(), &settings));
     let org = Uuid::new_v4();
     store.ensure_organization(org).await.unwrap();
-    let token = store.create_token(org, chat_token(None)).await.unwrap();
+    let token = store.create_token(org, chat_token(None), None).await.unwrap();
     assert!(
         store
             .token_for_validation(token.token_id)

@@ -23,17 +23,19 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use prometheus_client::metrics::histogram::Histogram;
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use uuid::Uuid;
 
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::timer::QueryTimer;
 use super::{
-    Agent, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenCursor,
-    TokenMetadata, TokenRecord, UsageQuery, UsageTotals, User,
+    Agent, AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, BoxFuture,
+    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata,
+    TokenRecord, UsageQuery, UsageTotals, User,
 };
 
+mod admin;
 mod ledger;
 mod open;
 mod tenant;
@@ -108,6 +110,37 @@ impl SqliteStore {
             .await
             .map_err(map_error)
     }
+
+    /// Runs `work` in a write transaction, timed, and commits what it returns `Ok` (an error
+    /// rolls everything back: an act and its audit event land together).
+    async fn in_write<T>(
+        &self,
+        work: impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.timer
+            .time(async {
+                let mut tx = self.write().await?;
+                let out = work(&mut tx).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(out)
+            })
+            .await
+    }
+
+    /// Runs `work` in a read transaction, timed.
+    async fn in_read<T>(
+        &self,
+        work: impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.timer
+            .time(async {
+                let mut tx = self.read().await?;
+                let out = work(&mut tx).await?;
+                tx.commit().await.map_err(map_error)?;
+                Ok(out)
+            })
+            .await
+    }
 }
 
 /// Sorts driver errors into "could not get the database in time" and "the database said no".
@@ -175,92 +208,182 @@ impl Store for SqliteStore {
     }
 
     async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.write().await?;
-                let org = tenant::ensure_organization(&mut tx, org_id).await?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(org)
-            })
+        self.in_write(|tx| Box::pin(admin::ensure_organization(tx, org_id)))
             .await
     }
 
-    async fn create_user(&self, org_id: Uuid, user: NewUser) -> Result<User, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.write().await?;
-                let user = tenant::create_user(&mut tx, org_id, user).await?;
-                tx.commit().await.map_err(map_error)?;
+    async fn bootstrap(
+        &self,
+        org: BootstrapOrg,
+        token: NewToken,
+        audit: AuditEntry,
+    ) -> Result<Option<(Organization, TokenMetadata)>, StoreError> {
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let Some(organization) = admin::bootstrap_org(tx, &org).await? else {
+                    return Ok(None);
+                };
+                let token = tenant::create_token(tx, organization.org_id, &token).await?;
+                admin::insert_audit(tx, organization.org_id, &audit).await?;
+                Ok(Some((organization, token)))
+            })
+        })
+        .await
+    }
+
+    async fn create_user(
+        &self,
+        org_id: Uuid,
+        user: NewUser,
+        audit: Option<AuditEntry>,
+    ) -> Result<User, StoreError> {
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let user = admin::insert_user(tx, org_id, &user).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
                 Ok(user)
             })
+        })
+        .await
+    }
+
+    async fn list_users(
+        &self,
+        org_id: Uuid,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> Result<Vec<User>, StoreError> {
+        self.in_read(|tx| Box::pin(admin::list_users(tx, org_id, after, limit)))
             .await
     }
 
     async fn is_member(&self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.read().await?;
-                let member = tx.user_in_org(org_id, user_id).await?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(member)
-            })
+        self.in_read(|tx| Box::pin(tx.user_in_org(org_id, user_id)))
             .await
     }
 
-    async fn create_agent(&self, org_id: Uuid, agent: NewAgent) -> Result<Agent, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.write().await?;
-                let agent = tenant::create_agent(&mut tx, org_id, agent).await?;
-                tx.commit().await.map_err(map_error)?;
+    async fn create_agent(
+        &self,
+        org_id: Uuid,
+        agent: NewAgent,
+        audit: Option<AuditEntry>,
+    ) -> Result<AgentDetail, StoreError> {
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let agent = admin::insert_agent(tx, org_id, &agent).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
                 Ok(agent)
             })
+        })
+        .await
+    }
+
+    async fn agent_detail(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_read(|tx| Box::pin(admin::agent_detail(tx, org_id, agent_id)))
             .await
+    }
+
+    async fn list_agents(
+        &self,
+        org_id: Uuid,
+        status: Option<AgentStatus>,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> Result<Vec<AgentDetail>, StoreError> {
+        self.in_read(|tx| Box::pin(admin::list_agents(tx, org_id, status, after, limit)))
+            .await
+    }
+
+    async fn set_agent_status(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        status: AgentStatus,
+        reason: Option<String>,
+        audit: AuditEntry,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        // The write transaction holds the database's one write lock: nothing moves the agent
+        // between the read and the update.
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let Some(before) = admin::agent_detail(tx, org_id, agent_id).await? else {
+                    return Ok(None);
+                };
+                let from = before.agent.status;
+                if from.move_to(status)? {
+                    admin::update_agent_status(tx, org_id, agent_id, status, reason.as_deref())
+                        .await?;
+                }
+                let audit = audit
+                    .detail("from", from.as_str())
+                    .detail("to", status.as_str());
+                admin::insert_audit(tx, org_id, &audit).await?;
+                admin::agent_detail(tx, org_id, agent_id).await
+            })
+        })
+        .await
     }
 
     async fn create_token(
         &self,
         org_id: Uuid,
         token: NewToken,
+        audit: Option<AuditEntry>,
     ) -> Result<TokenMetadata, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.write().await?;
-                let created = tenant::create_token(&mut tx, org_id, token).await?;
-                tx.commit().await.map_err(map_error)?;
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let created = tenant::create_token(tx, org_id, &token).await?;
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
                 Ok(created)
             })
-            .await
+        })
+        .await
     }
 
     async fn revoke_token(
         &self,
         org_id: Uuid,
         token_id: Uuid,
+        audit: Option<AuditEntry>,
     ) -> Result<Option<TokenMetadata>, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.write().await?;
-                let revoked = tenant::revoke_token(&mut tx, org_id, token_id).await?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(revoked)
+        self.in_write(|tx| {
+            Box::pin(async move {
+                let Some(revoked) = tenant::revoke_token(tx, org_id, token_id).await? else {
+                    return Ok(None);
+                };
+                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                Ok(Some(revoked))
             })
-            .await
+        })
+        .await
     }
 
     async fn list_tokens(
         &self,
         org_id: Uuid,
-        after: Option<TokenCursor>,
+        after: Option<Cursor>,
         limit: u32,
     ) -> Result<Vec<TokenMetadata>, StoreError> {
-        self.timer
-            .time(async {
-                let mut tx = self.read().await?;
-                let tokens = tenant::list_tokens(&mut tx, org_id, after, limit).await?;
-                tx.commit().await.map_err(map_error)?;
-                Ok(tokens)
-            })
+        self.in_read(|tx| Box::pin(tenant::list_tokens(tx, org_id, after, limit)))
+            .await
+    }
+
+    async fn record_audit(&self, org_id: Uuid, audit: AuditEntry) -> Result<(), StoreError> {
+        self.in_write(|tx| Box::pin(async move { admin::insert_audit(tx, org_id, &audit).await }))
+            .await
+    }
+
+    async fn audit_events(
+        &self,
+        org_id: Uuid,
+        query: &AuditQuery,
+    ) -> Result<Vec<AuditEvent>, StoreError> {
+        let query = query.clone();
+        self.in_read(|tx| Box::pin(async move { admin::audit_events(tx, org_id, &query).await }))
             .await
     }
 

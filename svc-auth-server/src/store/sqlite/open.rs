@@ -16,7 +16,7 @@ const SCHEMA: &str = include_str!("schema.sql");
 
 /// The `user_version` this build writes. A database stamped with a higher one was written by a
 /// newer build, whose schema this one may misread, so opening it is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Default pool size for a file. SQLite has one writer at a time; a few connections let
 /// validation reads proceed while a token is written (WAL readers never wait for the writer).
@@ -90,33 +90,47 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
     Ok(pool)
 }
 
-/// Columns later schema versions added to `tokens`, which `CREATE TABLE IF NOT EXISTS` does
-/// not add to a table an older build created: version 2 the issuer, version 3 the limits.
-const ADDED_TOKEN_COLUMNS: [(&str, &str); 3] = [
+/// Columns later schema versions added, which `CREATE TABLE IF NOT EXISTS` does not add to a
+/// table an older build created: version 2 the issuer, version 3 the limits, version 4 the
+/// agents' change time and status reason. `(table, column, definition)`.
+const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     (
+        "tokens",
         "issuer_token_id",
         "issuer_token_id BLOB CHECK (length(issuer_token_id) = 16)",
     ),
-    ("rpm_limit", "rpm_limit INTEGER CHECK (rpm_limit > 0)"),
-    ("tpm_limit", "tpm_limit INTEGER CHECK (tpm_limit > 0)"),
+    ("tokens", "rpm_limit", "rpm_limit INTEGER CHECK (rpm_limit > 0)"),
+    ("tokens", "tpm_limit", "tpm_limit INTEGER CHECK (tpm_limit > 0)"),
+    ("agents", "updated_at", "updated_at INTEGER NOT NULL DEFAULT 0"),
+    (
+        "agents",
+        "status_reason",
+        "status_reason TEXT CHECK (length(status_reason) <= 256)",
+    ),
 ];
 
-async fn add_token_columns(tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
-    for (name, definition) in ADDED_TOKEN_COLUMNS {
+async fn add_columns(tx: &mut sqlx::SqliteConnection) -> Result<(), StoreError> {
+    for (table, name, definition) in ADDED_COLUMNS {
         let present: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pragma_table_info('tokens') WHERE name = ?1")
+            sqlx::query_scalar("SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2")
+                .bind(table)
                 .bind(name)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(map_error)?;
         if present == 0 {
-            // The definition is a constant above, never input.
-            sqlx::raw_sql(&format!("ALTER TABLE tokens ADD COLUMN {definition}"))
+            // The table and definition are constants above, never input.
+            sqlx::raw_sql(&format!("ALTER TABLE {table} ADD COLUMN {definition}"))
                 .execute(&mut *tx)
                 .await
                 .map_err(map_error)?;
         }
     }
+    // An agent of an older build has not changed since it was created.
+    sqlx::query("UPDATE agents SET updated_at = created_at WHERE updated_at = 0")
+        .execute(&mut *tx)
+        .await
+        .map_err(map_error)?;
     Ok(())
 }
 
@@ -143,7 +157,7 @@ async fn create_schema(pool: &SqlitePool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(map_error)?;
-    add_token_columns(&mut tx).await?;
+    add_columns(&mut tx).await?;
     // PRAGMA takes no bind parameters; the value is a constant.
     sqlx::raw_sql(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
         .execute(&mut *tx)

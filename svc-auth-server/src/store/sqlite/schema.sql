@@ -35,9 +35,15 @@ CREATE TABLE IF NOT EXISTS agents (
                CHECK (status IN ('active', 'paused', 'suspended', 'archived')),
     name       TEXT CHECK (length(name) <= 256),
     created_at INTEGER NOT NULL,
+    -- When it was created or its status last moved, and why it last moved; added in schema
+    -- version 4.
+    updated_at    INTEGER NOT NULL DEFAULT 0,
+    status_reason TEXT CHECK (length(status_reason) <= 256),
     -- Target of the tokens' composite key: a token can only bind an agent of its own org.
     UNIQUE (org_id, agent_id)
 ) STRICT;
+
+CREATE INDEX IF NOT EXISTS agents_org_created ON agents (org_id, created_at, agent_id);
 
 CREATE TABLE IF NOT EXISTS tokens (
     token_id    BLOB PRIMARY KEY NOT NULL CHECK (length(token_id) = 16),
@@ -89,3 +95,28 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);
+
+-- The audit trail (schema version 4): one row per administrative act, granted or denied.
+-- Append-only: the triggers refuse a change or a deletion.
+CREATE TABLE IF NOT EXISTS audit_events (
+    event_id       BLOB PRIMARY KEY NOT NULL CHECK (length(event_id) = 16),
+    org_id         BLOB NOT NULL REFERENCES organizations (org_id),
+    occurred_at    INTEGER NOT NULL,
+    actor_token_id BLOB CHECK (length(actor_token_id) = 16),
+    action         TEXT NOT NULL CHECK (length(action) <= 64),
+    target_id      TEXT CHECK (length(target_id) <= 128),
+    outcome        TEXT NOT NULL CHECK (outcome IN ('ok', 'denied')),
+    detail         TEXT NOT NULL DEFAULT '{}'
+) STRICT;
+
+CREATE INDEX IF NOT EXISTS audit_events_org_time ON audit_events (org_id, occurred_at, event_id);
+
+CREATE TRIGGER IF NOT EXISTS audit_events_no_update BEFORE UPDATE ON audit_events
+BEGIN
+    SELECT RAISE(ABORT, 'audit events are append-only');
+END;
+
+CREATE TRIGGER IF NOT EXISTS audit_events_no_delete BEFORE DELETE ON audit_events
+BEGIN
+    SELECT RAISE(ABORT, 'audit events are append-only');
+END;

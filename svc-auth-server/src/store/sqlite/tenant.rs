@@ -6,10 +6,9 @@ use uuid::Uuid;
 
 use super::{map_error, map_insert_error, now_micros, to_micros};
 use crate::store::references::{ReferenceLookups, check_token_references};
-use crate::store::rows::{AGENT_COLUMNS, StoredTime, TOKEN_COLUMNS, VALIDATION_COLUMNS};
+use crate::store::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use crate::store::{
-    Agent, NewAgent, NewToken, NewUser, Organization, StoreError, TokenCursor, TokenMetadata,
-    TokenRecord, User,
+    Agent, AgentStatus, Cursor, NewToken, StoreError, TokenMetadata, TokenRecord,
 };
 
 // The shared rows, with SQLite's integer-microsecond time columns.
@@ -48,70 +47,22 @@ pub(super) async fn agent(
     row.map(Agent::try_from).transpose()
 }
 
-pub(super) async fn ensure_organization(
-    conn: &mut SqliteConnection,
-    org_id: Uuid,
-) -> Result<Organization, StoreError> {
-    sqlx::query(
-        "INSERT INTO organizations (org_id, created_at) VALUES (?1, ?2) \
-         ON CONFLICT (org_id) DO NOTHING",
-    )
-    .bind(org_id)
-    .bind(now_micros())
-    .execute(&mut *conn)
-    .await
-    .map_err(map_error)?;
-    let created_at: i64 =
-        sqlx::query_scalar("SELECT created_at FROM organizations WHERE org_id = ?1")
-            .bind(org_id)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(map_error)?;
-    Ok(Organization {
-        org_id,
-        created_at: created_at.into_time()?,
-    })
-}
-
-pub(super) async fn create_user(
-    conn: &mut SqliteConnection,
-    org_id: Uuid,
-    user: NewUser,
-) -> Result<User, StoreError> {
-    let created_at = now_micros();
-    sqlx::query("INSERT INTO users (user_id, display_name, created_at) VALUES (?1, ?2, ?3)")
-        .bind(user.user_id)
-        .bind(&user.display_name)
-        .bind(created_at)
-        .execute(&mut *conn)
-        .await
-        .map_err(|e| map_insert_error(e, "user"))?;
-    sqlx::query(
-        "INSERT INTO org_memberships (org_id, user_id, role, created_at) VALUES (?1, ?2, ?3, ?4)",
-    )
-    .bind(org_id)
-    .bind(user.user_id)
-    .bind(user.role.as_str())
-    .bind(created_at)
-    .execute(&mut *conn)
-    .await
-    .map_err(|e| map_insert_error(e, "membership"))?;
-    Ok(User {
-        user_id: user.user_id,
-        created_at: created_at.into_time()?,
-    })
-}
-
 impl ReferenceLookups for SqliteConnection {
-    async fn agent_in_org(&mut self, org_id: Uuid, agent_id: Uuid) -> Result<bool, StoreError> {
-        sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM agents WHERE org_id = ?1 AND agent_id = ?2)",
-        )
-        .bind(org_id)
-        .bind(agent_id)
-        .fetch_one(self)
-        .await
-        .map_err(map_error)
+    async fn agent_in_org(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<AgentStatus>, StoreError> {
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM agents WHERE org_id = ?1 AND agent_id = ?2")
+                .bind(org_id)
+                .bind(agent_id)
+                .fetch_optional(self)
+                .await
+                .map_err(map_error)?;
+        status
+            .map(|status| status.parse().map_err(|e| StoreError::Query(Box::new(e))))
+            .transpose()
     }
 
     async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
@@ -126,32 +77,12 @@ impl ReferenceLookups for SqliteConnection {
     }
 }
 
-pub(super) async fn create_agent(
-    conn: &mut SqliteConnection,
-    org_id: Uuid,
-    agent: NewAgent,
-) -> Result<Agent, StoreError> {
-    let row: AgentRow = sqlx::query_as(&format!(
-        "INSERT INTO agents (agent_id, org_id, status, name, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING {AGENT_COLUMNS}"
-    ))
-    .bind(agent.agent_id)
-    .bind(org_id)
-    .bind(agent.status.as_str())
-    .bind(&agent.name)
-    .bind(now_micros())
-    .fetch_one(conn)
-    .await
-    .map_err(|e| map_insert_error(e, "agent"))?;
-    Agent::try_from(row)
-}
-
 pub(super) async fn create_token(
     conn: &mut SqliteConnection,
     org_id: Uuid,
-    token: NewToken,
+    token: &NewToken,
 ) -> Result<TokenMetadata, StoreError> {
-    check_token_references(&mut *conn, org_id, &token).await?;
+    check_token_references(&mut *conn, org_id, token).await?;
     let row: TokenRow = sqlx::query_as(&format!(
         "INSERT INTO tokens (token_id, org_id, user_id, agent_id, permissions, name, \
                              secret_hash, created_at, expires_at, issuer_token_id, rpm_limit, \
@@ -197,34 +128,20 @@ pub(super) async fn revoke_token(
 pub(super) async fn list_tokens(
     conn: &mut SqliteConnection,
     org_id: Uuid,
-    after: Option<TokenCursor>,
+    after: Option<Cursor>,
     limit: u32,
 ) -> Result<Vec<TokenMetadata>, StoreError> {
-    let rows: Vec<TokenRow> = match after {
-        None => {
-            sqlx::query_as(&format!(
-                "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 \
-                 ORDER BY created_at, token_id LIMIT ?2"
-            ))
-            .bind(org_id)
-            .bind(i64::from(limit))
-            .fetch_all(conn)
-            .await
-        }
-        Some(cursor) => {
-            sqlx::query_as(&format!(
-                "SELECT {TOKEN_COLUMNS} FROM tokens \
-                 WHERE org_id = ?1 AND (created_at, token_id) > (?2, ?3) \
-                 ORDER BY created_at, token_id LIMIT ?4"
-            ))
-            .bind(org_id)
-            .bind(to_micros(cursor.created_at))
-            .bind(cursor.token_id)
-            .bind(i64::from(limit))
-            .fetch_all(conn)
-            .await
-        }
-    }
+    let rows: Vec<TokenRow> = sqlx::query_as(&format!(
+        "SELECT {TOKEN_COLUMNS} FROM tokens \
+         WHERE org_id = ?1 AND (?2 IS NULL OR (created_at, token_id) > (?2, ?3)) \
+         ORDER BY created_at, token_id LIMIT ?4"
+    ))
+    .bind(org_id)
+    .bind(after.map(|c| to_micros(c.at)))
+    .bind(after.map(|c| c.id))
+    .bind(i64::from(limit))
+    .fetch_all(conn)
+    .await
     .map_err(map_error)?;
     rows.into_iter().map(TokenMetadata::try_from).collect()
 }

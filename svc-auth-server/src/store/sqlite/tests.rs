@@ -53,7 +53,7 @@ async fn data_survives_reopening_and_the_schema_is_created_once() {
                     agent_id,
                     status: AgentStatus::Paused,
                     name: None,
-                },
+                }, None,
             )
             .await
             .unwrap();
@@ -118,7 +118,7 @@ async fn concurrent_writers_wait_for_the_lock_instead_of_failing() {
         let store = store.clone();
         tokio::spawn(async move {
             store
-                .create_token(org_id, new_token(Permissions::CHAT_COMPLETIONS))
+                .create_token(org_id, new_token(Permissions::CHAT_COMPLETIONS), None)
                 .await
         })
     });
@@ -145,7 +145,7 @@ async fn the_composite_keys_refuse_a_foreign_agent_even_without_the_check() {
                 agent_id: foreign_agent,
                 status: AgentStatus::Active,
                 name: None,
-            },
+            }, None,
         )
         .await
         .unwrap();
@@ -213,7 +213,7 @@ async fn a_version_1_database_gets_the_issuer_and_limit_columns() {
     {
         let store = SqliteStore::open(&path).await.unwrap();
         store.ensure_organization(org_id).await.unwrap();
-        store.create_token(org_id, old.clone()).await.unwrap();
+        store.create_token(org_id, old.clone(), None).await.unwrap();
         // Back to what version 1 wrote: no issuer column, no limits.
         sqlx::raw_sql(
             "ALTER TABLE tokens DROP COLUMN issuer_token_id; \
@@ -235,7 +235,7 @@ async fn a_version_1_database_gets_the_issuer_and_limit_columns() {
         limits,
         ..new_token(Permissions::CHAT_COMPLETIONS)
     };
-    let created = store.create_token(org_id, child).await.unwrap();
+    let created = store.create_token(org_id, child, None).await.unwrap();
     assert_eq!(created.issuer_token_id, Some(old.token_id));
     assert_eq!(created.limits, limits);
     let listed = store.list_tokens(org_id, None, 10).await.unwrap();

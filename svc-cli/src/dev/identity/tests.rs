@@ -131,7 +131,7 @@ async fn a_revoked_admin_token_is_replaced() {
     let first = prepare(&store, &hasher, &state_path).await.unwrap();
     let admin = Pat::parse(&first.admin_token).unwrap();
     store
-        .revoke_token(first.org_id, admin.token_id())
+        .revoke_token(first.org_id, admin.token_id(), None)
         .await
         .unwrap()
         .unwrap();
