@@ -16,9 +16,7 @@ use crate::config::Config;
 use crate::grpc::MAX_DISPLAY_NAME_CHARS;
 use crate::migrate::{self, MigrateError};
 use crate::pat::Pat;
-use crate::store::{
-    AuditAction, AuditEntry, BootstrapOrg, NewToken, PgStore, Store, StoreError,
-};
+use crate::store::{AuditAction, AuditEntry, BootstrapOrg, NewToken, PgStore, Store, StoreError};
 use crate::verify::{HashError, Hasher};
 use svc_tower::context::Permissions;
 

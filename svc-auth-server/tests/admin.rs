@@ -246,7 +246,8 @@ async fn insert_tokens(h: &Harness, n: usize) {
                     expires_at: None,
                     issuer_token_id: None,
                     limits: Default::default(),
-                }, None,
+                },
+                None,
             )
             .await
             .unwrap();

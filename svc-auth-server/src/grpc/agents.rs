@@ -120,7 +120,8 @@ pub(super) async fn set_status<S: Store>(
     let agent_id = parse_id("agent_id", &req.agent_id)?;
     let to = parse_status("status", &req.status)?;
     let reason = optional_text("reason", req.reason, MAX_REASON_CHARS)?;
-    let mut audit = AuditEntry::ok(Some(caller.token_id), AuditAction::AgentStatus).target(agent_id);
+    let mut audit =
+        AuditEntry::ok(Some(caller.token_id), AuditAction::AgentStatus).target(agent_id);
     if let Some(reason) = &reason {
         audit = audit.detail("reason", reason.clone());
     }

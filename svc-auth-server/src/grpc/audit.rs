@@ -29,10 +29,7 @@ pub(super) async fn list<S: Store>(
         None | Some("") => None,
         Some(word) => Some(AuditAction::parse(word).ok_or_else(|| {
             let known: Vec<&str> = AuditAction::ALL.iter().map(|a| a.as_str()).collect();
-            Status::invalid_argument(format!(
-                "action is not one of {}",
-                known.join(", ")
-            ))
+            Status::invalid_argument(format!("action is not one of {}", known.join(", ")))
         })?),
     };
     let size = page_size(req.page_size);

@@ -105,7 +105,10 @@ pub(crate) fn optional_text(
     max: usize,
 ) -> Result<Option<String>, Status> {
     let value = value.filter(|value| !value.is_empty());
-    if value.as_ref().is_some_and(|value| value.chars().count() > max) {
+    if value
+        .as_ref()
+        .is_some_and(|value| value.chars().count() > max)
+    {
         return Err(Status::invalid_argument(format!(
             "{field} is longer than {max} characters"
         )));

@@ -127,8 +127,8 @@ impl<S: Store> AuthApi<S> {
     /// A refusal that cannot be recorded is still a refusal: the caller gets it either way.
     async fn refused(&self, op: &Op, caller: &ValidToken, refusal: Status) -> Status {
         if let Some(action) = op.action {
-            let entry = AuditEntry::denied(caller.token_id, action)
-                .detail("reason", refusal.message());
+            let entry =
+                AuditEntry::denied(caller.token_id, action).detail("reason", refusal.message());
             if let Err(error) = self.store().record_audit(caller.org_id, entry).await {
                 tracing::warn!(
                     operation = op.name,
@@ -221,9 +221,13 @@ impl<S: Store> AuthService for AuthApi<S> {
         request: Request<v1::CreateTokenRequest>,
     ) -> Result<Response<v1::CreateTokenResponse>, Status> {
         let admin = self.authorize(&CREATE_TOKEN, request.metadata()).await?;
-        self.audited(&CREATE_TOKEN, &admin, self.mint(&admin, request.into_inner()))
-            .await
-            .map(Response::new)
+        self.audited(
+            &CREATE_TOKEN,
+            &admin,
+            self.mint(&admin, request.into_inner()),
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn revoke_token(
@@ -233,7 +237,8 @@ impl<S: Store> AuthService for AuthApi<S> {
         let admin = self.authorize(&REVOKE_TOKEN, request.metadata()).await?;
         self.audited(&REVOKE_TOKEN, &admin, async {
             let token_id = parse_id("token_id", &request.get_ref().token_id)?;
-            let audit = AuditEntry::ok(Some(admin.token_id), AuditAction::TokenRevoke).target(token_id);
+            let audit =
+                AuditEntry::ok(Some(admin.token_id), AuditAction::TokenRevoke).target(token_id);
             let revoked = self
                 .store()
                 .revoke_token(admin.org_id, token_id, Some(audit))
@@ -323,7 +328,9 @@ impl<S: Store> AuthService for AuthApi<S> {
         &self,
         request: Request<v1::SetAgentStatusRequest>,
     ) -> Result<Response<v1::Agent>, Status> {
-        let caller = self.authorize(&agents::SET_STATUS, request.metadata()).await?;
+        let caller = self
+            .authorize(&agents::SET_STATUS, request.metadata())
+            .await?;
         self.audited(&agents::SET_STATUS, &caller, async {
             agents::set_status(self.store(), &caller, request.into_inner()).await
         })
@@ -394,13 +401,13 @@ impl<S: Store> AuthApi<S> {
         let org_id = own_org(admin, &req.org_id)?;
         let user_id = parse_optional_id("user_id", req.user_id.as_deref())?;
         let agent_id = parse_optional_id("agent_id", req.agent_id.as_deref())?;
-        let expires_at = match req.expires_at {
-            None => None,
-            Some(at) => Some(
-                from_timestamp(&at)
-                    .ok_or_else(|| Status::invalid_argument("expires_at is not a valid timestamp"))?,
-            ),
-        };
+        let expires_at =
+            match req.expires_at {
+                None => None,
+                Some(at) => Some(from_timestamp(&at).ok_or_else(|| {
+                    Status::invalid_argument("expires_at is not a valid timestamp")
+                })?),
+            };
         if expires_at.is_some_and(|at| at <= Utc::now()) {
             return Err(Status::invalid_argument("expires_at is in the past"));
         }

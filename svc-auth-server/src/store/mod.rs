@@ -27,9 +27,9 @@ mod timer;
 pub(crate) mod usage;
 
 pub use model::{
-    Agent, AgentDetail, AgentStatus, AuditAction, AuditEntry, AuditEvent, AuditOutcome,
-    AuditQuery, BootstrapOrg, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Organization,
-    Reference, TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
+    Agent, AgentDetail, AgentStatus, AuditAction, AuditEntry, AuditEvent, AuditOutcome, AuditQuery,
+    BootstrapOrg, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
+    TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

@@ -10,8 +10,8 @@ use svc_tower::context::Permissions;
 use uuid::Uuid;
 
 use super::{
-    AgentStatus, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
-    Cursor, TokenLimits,
+    AgentStatus, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
+    TokenLimits,
 };
 
 /// Runs every case, each on a fresh store from `new_store`.
@@ -59,7 +59,8 @@ async fn new_agent<S: Store>(store: &S, org_id: Uuid, status: AgentStatus) -> Uu
                 agent_id,
                 status,
                 name: Some("agent".into()),
-            }, None,
+            },
+            None,
         )
         .await
         .unwrap();
@@ -75,7 +76,8 @@ async fn new_user<S: Store>(store: &S, org_id: Uuid) -> Uuid {
                 user_id,
                 display_name: None,
                 role: MembershipRole::Member,
-            }, None,
+            },
+            None,
         )
         .await
         .unwrap();
@@ -141,7 +143,8 @@ async fn duplicate_ids_are_conflicts<S: Store>(store: &S) {
                 agent_id,
                 status: AgentStatus::Active,
                 name: None,
-            }, None,
+            },
+            None,
         )
         .await;
     assert!(matches!(again, Err(StoreError::AlreadyExists("agent"))));
@@ -227,13 +230,27 @@ async fn revocation_is_scoped_and_idempotent<S: Store>(store: &S) {
     let token_id = new.token_id;
     store.create_token(a, new, None).await.unwrap();
 
-    assert!(store.revoke_token(b, token_id, None).await.unwrap().is_none());
+    assert!(
+        store
+            .revoke_token(b, token_id, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
     let record = store.token_for_validation(token_id).await.unwrap().unwrap();
     assert!(record.revoked_at.is_none(), "another org revoked it");
 
-    let first = store.revoke_token(a, token_id, None).await.unwrap().unwrap();
+    let first = store
+        .revoke_token(a, token_id, None)
+        .await
+        .unwrap()
+        .unwrap();
     let revoked_at = first.revoked_at.expect("revoked_at set");
-    let second = store.revoke_token(a, token_id, None).await.unwrap().unwrap();
+    let second = store
+        .revoke_token(a, token_id, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.revoked_at, Some(revoked_at));
 
     let record = store.token_for_validation(token_id).await.unwrap().unwrap();
@@ -251,10 +268,18 @@ async fn listing_pages_in_order_within_the_org<S: Store>(store: &S) {
     let (a, b) = (new_org(store).await, new_org(store).await);
     let mut created = Vec::new();
     for _ in 0..5 {
-        created.push(store.create_token(a, token(None, None), None).await.unwrap());
+        created.push(
+            store
+                .create_token(a, token(None, None), None)
+                .await
+                .unwrap(),
+        );
     }
     for _ in 0..2 {
-        store.create_token(b, token(None, None), None).await.unwrap();
+        store
+            .create_token(b, token(None, None), None)
+            .await
+            .unwrap();
     }
     created.sort_by_key(|t| (t.created_at, t.token_id));
 
@@ -293,7 +318,10 @@ async fn unknown_tokens_are_none<S: Store>(store: &S) {
 
 async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
     let org_id = new_org(store).await;
-    let admin = store.create_token(org_id, token(None, None), None).await.unwrap();
+    let admin = store
+        .create_token(org_id, token(None, None), None)
+        .await
+        .unwrap();
     assert_eq!(admin.issuer_token_id, None);
     let child = NewToken {
         issuer_token_id: Some(admin.token_id),
@@ -312,7 +340,10 @@ async fn a_tokens_issuer_is_recorded_and_listed<S: Store>(store: &S) {
         issuers.contains(&(created.token_id, Some(admin.token_id))),
         "{issuers:?}"
     );
-    let revoked = store.revoke_token(org_id, created.token_id, None).await.unwrap();
+    let revoked = store
+        .revoke_token(org_id, created.token_id, None)
+        .await
+        .unwrap();
     assert_eq!(revoked.unwrap().issuer_token_id, Some(admin.token_id));
 }
 
@@ -373,7 +404,10 @@ async fn a_tokens_limits_are_stored_validated_and_listed<S: Store>(store: &S) {
     };
     let created = store.create_token(org_id, limited, None).await.unwrap();
     assert_eq!(created.limits, limits);
-    let unlimited = store.create_token(org_id, token(None, None), None).await.unwrap();
+    let unlimited = store
+        .create_token(org_id, token(None, None), None)
+        .await
+        .unwrap();
     assert_eq!(unlimited.limits, TokenLimits::default());
     let record = store.token_for_validation(created.token_id).await.unwrap();
     assert_eq!(record.unwrap().limits, limits);

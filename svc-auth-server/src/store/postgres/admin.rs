@@ -61,13 +61,12 @@ async fn organization(
     conn: &mut PgConnection,
     org_id: Uuid,
 ) -> Result<Option<Organization>, StoreError> {
-    let row: Option<(Uuid, Option<String>, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT org_id, name, created_at FROM organizations WHERE org_id = $1",
-    )
-    .bind(org_id)
-    .fetch_optional(conn)
-    .await
-    .map_err(map_error)?;
+    let row: Option<(Uuid, Option<String>, DateTime<Utc>)> =
+        sqlx::query_as("SELECT org_id, name, created_at FROM organizations WHERE org_id = $1")
+            .bind(org_id)
+            .fetch_optional(conn)
+            .await
+            .map_err(map_error)?;
     Ok(row.map(|(org_id, name, created_at)| Organization {
         org_id,
         name,

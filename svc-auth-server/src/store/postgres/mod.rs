@@ -19,8 +19,8 @@ use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS};
 use super::timer::QueryTimer;
 use super::{
     Agent, AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, BoxFuture,
-    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata, TokenRecord,
-    UsageGroup, UsageQuery, UsageTotals, User,
+    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata,
+    TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
 };
 
 mod admin;
@@ -181,8 +181,10 @@ impl Store for PgStore {
     }
 
     async fn ensure_organization(&self, org_id: Uuid) -> Result<Organization, StoreError> {
-        self.in_tenant(org_id, |tx| Box::pin(admin::ensure_organization(tx, org_id)))
-            .await
+        self.in_tenant(org_id, |tx| {
+            Box::pin(admin::ensure_organization(tx, org_id))
+        })
+        .await
     }
 
     async fn bootstrap(

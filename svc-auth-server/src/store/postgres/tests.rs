@@ -58,7 +58,8 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
                     agent_id: Uuid::new_v4(),
                     status: AgentStatus::Active,
                     name: None,
-                }, None,
+                },
+                None,
             )
             .await
             .unwrap();
@@ -69,11 +70,15 @@ async fn two_orgs(store: &PgStore) -> (Uuid, Uuid) {
                     user_id: Uuid::new_v4(),
                     display_name: None,
                     role: MembershipRole::Owner,
-                }, None,
+                },
+                None,
             )
             .await
             .unwrap();
-        store.create_token(org, chat_token(None), None).await.unwrap();
+        store
+            .create_token(org, chat_token(None), None)
+            .await
+            .unwrap();
     }
     (a, b)
 }
@@ -406,11 +411,17 @@ async fn queued_token_reads_share_statements_and_each_gets_its_own_row() {
         if i < 2 {
             store.ensure_organization(org).await.unwrap();
         }
-        let created = store.create_token(org, chat_token(None), None).await.unwrap();
+        let created = store
+            .create_token(org, chat_token(None), None)
+            .await
+            .unwrap();
         tokens.push((created.token_id, org));
     }
     let revoked = tokens[3];
-    store.revoke_token(revoked.1, revoked.0, None).await.unwrap();
+    store
+        .revoke_token(revoked.1, revoked.0, None)
+        .await
+        .unwrap();
     let missing = Uuid::new_v4();
 
     let before = store.token_reads.statements();
@@ -445,7 +456,10 @@ async fn queued_token_reads_share_statements_and_each_gets_its_own_row() {
     );
 
     // A read after a revocation sees it.
-    store.revoke_token(tokens[0].1, tokens[0].0, None).await.unwrap();
+    store
+        .revoke_token(tokens[0].1, tokens[0].0, None)
+        .await
+        .unwrap();
     let record = store.token_for_validation(tokens[0].0).await.unwrap();
     assert!(record.unwrap().revoked_at.is_some());
 }
@@ -484,7 +498,10 @@ async fn queued_reads_with_agents_find_only_agents_of_the_tokens_org() {
             name: None,
         };
         store.create_agent(org, new_agent, None).await.unwrap();
-        let token = store.create_token(org, chat_token(None), None).await.unwrap();
+        let token = store
+            .create_token(org, chat_token(None), None)
+            .await
+            .unwrap();
         orgs.push((org, agent, token.token_id));
     }
     let (a, b) = (orgs[0], orgs[1]);
@@ -524,7 +541,10 @@ async fn a_token_read_stuck_past_the_timeout_fails_and_the_next_ones_go_on() {
     let store = PgStore::new(app_pool(connect_options(db.url()).unwrap(), &settings));
     let org = Uuid::new_v4();
     store.ensure_organization(org).await.unwrap();
-    let token = store.create_token(org, chat_token(None), None).await.unwrap();
+    let token = store
+        .create_token(org, chat_token(None), None)
+        .await
+        .unwrap();
     assert!(
         store
             .token_for_validation(token.token_id)

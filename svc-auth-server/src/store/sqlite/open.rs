@@ -99,9 +99,21 @@ const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
         "issuer_token_id",
         "issuer_token_id BLOB CHECK (length(issuer_token_id) = 16)",
     ),
-    ("tokens", "rpm_limit", "rpm_limit INTEGER CHECK (rpm_limit > 0)"),
-    ("tokens", "tpm_limit", "tpm_limit INTEGER CHECK (tpm_limit > 0)"),
-    ("agents", "updated_at", "updated_at INTEGER NOT NULL DEFAULT 0"),
+    (
+        "tokens",
+        "rpm_limit",
+        "rpm_limit INTEGER CHECK (rpm_limit > 0)",
+    ),
+    (
+        "tokens",
+        "tpm_limit",
+        "tpm_limit INTEGER CHECK (tpm_limit > 0)",
+    ),
+    (
+        "agents",
+        "updated_at",
+        "updated_at INTEGER NOT NULL DEFAULT 0",
+    ),
     (
         "agents",
         "status_reason",

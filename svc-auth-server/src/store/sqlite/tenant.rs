@@ -7,9 +7,7 @@ use uuid::Uuid;
 use super::{map_error, map_insert_error, now_micros, to_micros};
 use crate::store::references::{ReferenceLookups, check_token_references};
 use crate::store::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
-use crate::store::{
-    Agent, AgentStatus, Cursor, NewToken, StoreError, TokenMetadata, TokenRecord,
-};
+use crate::store::{Agent, AgentStatus, Cursor, NewToken, StoreError, TokenMetadata, TokenRecord};
 
 // The shared rows, with SQLite's integer-microsecond time columns.
 type TokenRow = crate::store::rows::TokenRow<i64>;

@@ -53,7 +53,8 @@ async fn data_survives_reopening_and_the_schema_is_created_once() {
                     agent_id,
                     status: AgentStatus::Paused,
                     name: None,
-                }, None,
+                },
+                None,
             )
             .await
             .unwrap();
@@ -145,7 +146,8 @@ async fn the_composite_keys_refuse_a_foreign_agent_even_without_the_check() {
                 agent_id: foreign_agent,
                 status: AgentStatus::Active,
                 name: None,
-            }, None,
+            },
+            None,
         )
         .await
         .unwrap();
