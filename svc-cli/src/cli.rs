@@ -21,6 +21,8 @@ use crate::user::UserArgs;
     version,
     // A missing subcommand is bad usage, told in one line like any other.
     arg_required_else_help = false,
+    // A repeated option's last value wins, as it always has on svc's command lines.
+    args_override_self = true,
     about = "The svc command: the whole stack for development, and the administration of an \
              auth server",
     after_help = "The admin commands (token, usage, agent, user, audit) reach the auth server at \
@@ -163,6 +165,19 @@ mod tests {
             assert!(line.starts_with("error: "), "{bad:?}: {line}");
             assert!(!line.contains('\n'), "{bad:?}: {line}");
         }
+    }
+
+    #[test]
+    fn a_repeated_option_takes_its_last_value() {
+        let Command::Agent(agent) =
+            try_parse(&["agent", "create", "--name", "a", "--name", "b"]).unwrap()
+        else {
+            panic!()
+        };
+        let crate::agent::AgentCommand::Create { name, .. } = agent.command else {
+            panic!()
+        };
+        assert_eq!(name.as_deref(), Some("b"));
     }
 
     #[test]
