@@ -289,3 +289,104 @@ async fn a_production_migration_job_needs_no_grpc_settings() {
     assert_eq!(served.code, Some(2));
     assert_one_error_line(&served, "error: SVC_GRPC_ALLOW_PLAINTEXT:");
 }
+
+/// The environment "Running in production" describes: nothing development about it.
+fn production<'a>(dsn: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("POSTGRES_DSN", dsn),
+        ("SVC_ENV", "production"),
+        ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+    ]
+}
+
+#[tokio::test]
+async fn bootstrap_in_production_mints_an_admin_token_that_runs_the_org() {
+    let db = TestDb::create().await;
+    let vars = production(db.url());
+    let unmigrated = run(&["bootstrap", "--org-name", "Acme"], &vars).await;
+    assert_eq!(unmigrated.code, Some(1), "{}", unmigrated.stderr);
+    assert_one_error_line(&unmigrated, "error: the database is not migrated");
+    assert_eq!(run(&["migrate"], &vars).await.code, Some(0));
+
+    let out = run(&["bootstrap", "--org-name", "Acme Corp"], &vars).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON object: {}", out.stdout);
+    let printed: Value = serde_json::from_str(lines[0]).unwrap();
+    let keys: Vec<&str> = printed.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["admin_token", "org_id", "token_id"]);
+    let admin = printed["admin_token"].as_str().unwrap().to_owned();
+    let org_id = printed["org_id"].as_str().unwrap().to_owned();
+    let token_id = printed["token_id"].as_str().unwrap().to_owned();
+    assert!(!out.stderr.contains(&admin), "the token never reaches a log");
+    assert_eq!(Pat::parse(&admin).unwrap().token_id().to_string(), token_id);
+
+    let config = svc_auth_server::Config::local(db.url());
+    let server = svc_auth_server::Server::start(config).await.unwrap();
+    let mut client = connect(server.grpc_addr).await;
+    let validated = validate(&mut client, &admin).await.unwrap();
+    assert_eq!(validated.org_id, org_id);
+    assert_eq!(
+        validated.permissions,
+        svc_tower::context::Permissions::ALL_KNOWN.bits()
+    );
+    let agent = client
+        .create_agent(bearer(
+            v1::CreateAgentRequest {
+                org_id: String::new(),
+                name: Some("first agent".into()),
+                status: None,
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut request = create_request(Uuid::try_parse(&org_id).unwrap(), 1);
+    request.agent_id = Some(agent.agent_id.clone());
+    let agent_token = create_token(&mut client, &admin, request).await.unwrap();
+    assert_eq!(agent_token.agent_id.as_deref(), Some(agent.agent_id.as_str()));
+    let trail = client
+        .list_audit_events(bearer(v1::ListAuditEventsRequest::default(), &admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let actions: Vec<&str> = trail.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["token.create", "agent.create", "org.bootstrap"]);
+    let bootstrap = &trail[2];
+    assert_eq!(bootstrap.actor_token_id, None);
+    assert_eq!(bootstrap.target_id.as_deref(), Some(org_id.as_str()));
+    assert_eq!(bootstrap.outcome, "ok");
+    assert_eq!(bootstrap.detail.get("token_id"), Some(&token_id));
+    assert_eq!(
+        bootstrap.detail.get("org_name").map(String::as_str),
+        Some("Acme Corp")
+    );
+
+    // Break glass: a new admin token for the same org; the first one still works.
+    let again = run(&["bootstrap", "--org-id", &org_id], &vars).await;
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    let second: Value = serde_json::from_str(again.stdout.trim()).unwrap();
+    assert_eq!(second["org_id"].as_str(), Some(org_id.as_str()));
+    assert_ne!(second["admin_token"], printed["admin_token"]);
+    let validated = validate(&mut client, second["admin_token"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(validated.org_id, org_id);
+
+    // A missing org, a bad name, bad usage.
+    let missing = Uuid::new_v4().to_string();
+    let refused = run(&["bootstrap", "--org-id", &missing], &vars).await;
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    assert_one_error_line(&refused, "error: no organization");
+    assert!(refused.stdout.is_empty());
+    let long = "n".repeat(129);
+    let refused = run(&["bootstrap", "--org-name", &long], &vars).await;
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    assert_one_error_line(&refused, "error: --org-name");
+    let refused = run(&["bootstrap"], &vars).await;
+    assert_eq!(refused.code, Some(2));
+    assert_one_error_line(&refused, "error: bootstrap needs");
+    server.shutdown().await.unwrap();
+}

@@ -14,7 +14,8 @@ use svc_auth_server::{RunningServer, Server};
 use svc_gateway::Running;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_proto::v1::{
-    CreateTokenRequest, GetUsageRequest, GetUsageResponse, RevokeTokenRequest, UsageGroupBy,
+    CreateTokenRequest, GetUsageRequest, GetUsageResponse, RevokeTokenRequest,
+    SetAgentStatusRequest, UsageGroupBy,
 };
 use svc_testkit::{FaultProxy, TestDb};
 use uuid::Uuid;
@@ -140,6 +141,24 @@ impl Stack {
             format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
         );
         client.revoke_token(request).await.expect("RevokeToken");
+    }
+
+    /// Moves an agent of the seeded org with SetAgentStatus, as the seeded admin.
+    pub async fn set_agent_status(&self, agent_id: Uuid, status: &str) {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(SetAgentStatusRequest {
+            agent_id: agent_id.to_string(),
+            status: status.to_owned(),
+            reason: Some("gateway test".into()),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client
+            .set_agent_status(request)
+            .await
+            .expect("SetAgentStatus");
     }
 
     async fn admin_client(&self) -> AuthServiceClient<tonic::transport::Channel> {

@@ -52,6 +52,13 @@ pub enum Method {
     RevokeToken,
     ListTokens,
     GetUsage,
+    CreateAgent,
+    GetAgent,
+    ListAgents,
+    SetAgentStatus,
+    CreateUser,
+    ListUsers,
+    ListAuditEvents,
 }
 
 impl Method {
@@ -64,6 +71,13 @@ impl Method {
             Method::RevokeToken => "RevokeToken",
             Method::ListTokens => "ListTokens",
             Method::GetUsage => "GetUsage",
+            Method::CreateAgent => "CreateAgent",
+            Method::GetAgent => "GetAgent",
+            Method::ListAgents => "ListAgents",
+            Method::SetAgentStatus => "SetAgentStatus",
+            Method::CreateUser => "CreateUser",
+            Method::ListUsers => "ListUsers",
+            Method::ListAuditEvents => "ListAuditEvents",
         }
     }
 }

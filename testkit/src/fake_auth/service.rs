@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use svc_proto::v1;
 use svc_proto::v1::auth_service_server::AuthService;
 use svc_proto::v1::{
     CreateTokenRequest, CreateTokenResponse, GetUsageRequest, GetUsageResponse, ListTokensRequest,
@@ -137,5 +138,54 @@ impl AuthService for Scripted {
         request: Request<GetUsageRequest>,
     ) -> Result<Response<GetUsageResponse>, Status> {
         Err(self.unserved(Method::GetUsage, &request))
+    }
+
+    async fn create_agent(
+        &self,
+        request: Request<v1::CreateAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(self.unserved(Method::CreateAgent, &request))
+    }
+
+    async fn get_agent(
+        &self,
+        request: Request<v1::GetAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(self.unserved(Method::GetAgent, &request))
+    }
+
+    async fn list_agents(
+        &self,
+        request: Request<v1::ListAgentsRequest>,
+    ) -> Result<Response<v1::ListAgentsResponse>, Status> {
+        Err(self.unserved(Method::ListAgents, &request))
+    }
+
+    async fn set_agent_status(
+        &self,
+        request: Request<v1::SetAgentStatusRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(self.unserved(Method::SetAgentStatus, &request))
+    }
+
+    async fn create_user(
+        &self,
+        request: Request<v1::CreateUserRequest>,
+    ) -> Result<Response<v1::User>, Status> {
+        Err(self.unserved(Method::CreateUser, &request))
+    }
+
+    async fn list_users(
+        &self,
+        request: Request<v1::ListUsersRequest>,
+    ) -> Result<Response<v1::ListUsersResponse>, Status> {
+        Err(self.unserved(Method::ListUsers, &request))
+    }
+
+    async fn list_audit_events(
+        &self,
+        request: Request<v1::ListAuditEventsRequest>,
+    ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
+        Err(self.unserved(Method::ListAuditEvents, &request))
     }
 }
