@@ -36,9 +36,6 @@ pub enum DevConfigError {
         /// What is wrong with it.
         reason: String,
     },
-    /// An argument after `dev` is not understood.
-    #[error("svc dev takes no arguments (got {0:?}); configure it with SVC_* variables")]
-    Arguments(String),
 }
 
 /// The validated dev configuration.

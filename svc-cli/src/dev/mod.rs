@@ -48,13 +48,8 @@ use svc_gateway::config::EXIT_CONFIG;
 /// The exit code when the stack fails to start.
 pub const EXIT_START: i32 = 1;
 
-/// Runs `svc dev` with the arguments after `dev`, until SIGINT or SIGTERM; returns the
-/// process exit code.
-pub async fn main(args: &[String]) -> i32 {
-    if let Some(extra) = args.first() {
-        eprintln!("error: {}", DevConfigError::Arguments(extra.clone()));
-        return EXIT_CONFIG;
-    }
+/// Runs `svc dev` until SIGINT or SIGTERM; returns the process exit code.
+pub async fn main() -> i32 {
     // Variables that are not UTF-8 are none of ours.
     let vars: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))

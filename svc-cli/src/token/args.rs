@@ -3,19 +3,54 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use svc_runtime::config::parse_duration;
+use clap::{Args, Subcommand};
 use svc_tower::context::Permissions;
 use uuid::Uuid;
 
 use super::permissions;
+use crate::admin::ServerArgs;
+use crate::args::{OutputArgs, PageArgs, positive, positive_duration, rfc3339, uuid};
 
-/// How to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Lines for a person.
-    Human,
-    /// One JSON document on stdout, for scripts.
-    Json,
+/// `svc token`.
+#[derive(Debug, Clone, Args)]
+#[command(
+    arg_required_else_help = false,
+    about = "Create, list and revoke tokens on an auth server",
+    after_help = "create defaults to --permissions chat, the admin token's org and no expiry; \
+                  list without --page-size or --page-token prints every page."
+)]
+pub struct TokenArgs {
+    /// Where the auth server is, and the admin token.
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: TokenCommand,
+}
+
+/// A `svc token` subcommand.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum TokenCommand {
+    /// Mint a token; its plaintext is printed once
+    Create(CreateArgs),
+    /// List the org's tokens (metadata only: never a secret)
+    List {
+        /// One page or every page.
+        #[command(flatten)]
+        page: PageArgs,
+        /// `--json`.
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Revoke a token by id (revoking it again is not an error)
+    Revoke {
+        /// The token's id
+        #[arg(value_name = "TOKEN_ID", value_parser = uuid)]
+        token_id: Uuid,
+        /// `--json`.
+        #[command(flatten)]
+        output: OutputArgs,
+    },
 }
 
 /// When a new token expires.
@@ -30,214 +65,80 @@ pub enum Expiry {
 }
 
 /// What `create` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct CreateArgs {
-    /// Defaults to the admin token's org.
+    /// The org (default: the admin token's)
+    #[arg(long, value_name = "UUID", value_parser = uuid)]
     pub org_id: Option<Uuid>,
-    /// The permissions of the new token (default `chat`).
+    /// What the token may do: names (chat, embeddings, token_create, token_revoke, token_list,
+    /// usage_read, agent_manage, agent_read, user_manage, audit_read), comma-separated, or an
+    /// integer bitmap
+    #[arg(
+        long,
+        value_name = "NAMES|BITS",
+        default_value = "chat",
+        value_parser = permissions::parse
+    )]
     pub permissions: Permissions,
-    /// Binds the token to an agent.
+    /// Binds the token to an agent of the org
+    #[arg(long, value_name = "UUID", value_parser = uuid)]
     pub agent_id: Option<Uuid>,
-    /// The user the token belongs to.
+    /// The user the token belongs to
+    #[arg(long, value_name = "UUID", value_parser = uuid)]
     pub user_id: Option<Uuid>,
-    /// When it expires.
-    pub expiry: Expiry,
-    /// A label.
+    /// Expires this long after now (90m, 720h)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = positive_duration,
+        conflicts_with = "expires_at"
+    )]
+    pub expires_in: Option<Duration>,
+    /// Expires at this instant (2027-01-31T12:00:00Z)
+    #[arg(long, value_name = "RFC3339", value_parser = rfc3339)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// A label
+    #[arg(long)]
     pub name: Option<String>,
-    /// The token's own requests per minute.
+    /// The token's own requests per minute (at most the admin token's)
+    #[arg(long, value_name = "N", value_parser = positive::<u32>)]
     pub rpm: Option<u32>,
-    /// The token's own tokens per minute.
+    /// The token's own tokens per minute (at most the admin token's)
+    #[arg(long, value_name = "N", value_parser = positive::<u64>)]
     pub tpm: Option<u64>,
+    /// `--json`.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
-/// A `svc token` subcommand.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenCommand {
-    /// Mint a token; its plaintext is printed once.
-    Create(CreateArgs),
-    /// One page (`page_size`, `page_token`) or, without either, every page.
-    List {
-        /// Tokens per page.
-        page_size: Option<i32>,
-        /// The cursor from a previous page.
-        page_token: Option<String>,
-    },
-    /// Revoke a token by id.
-    Revoke(Uuid),
-    /// Print usage.
-    Help,
-}
-
-/// Parses the arguments after `token`.
-pub fn parse(args: &[String]) -> Result<(TokenCommand, Format), String> {
-    let Some((command, rest)) = args.split_first() else {
-        return Err("a subcommand is required: create, list or revoke".to_owned());
-    };
-    let Split {
-        format,
-        help,
-        flags,
-        positional,
-    } = split(rest);
-    if help {
-        return Ok((TokenCommand::Help, format));
-    }
-    let command = match command.as_str() {
-        "create" => {
-            no_positional(&positional)?;
-            TokenCommand::Create(create(flags)?)
+impl CreateArgs {
+    /// When the token expires.
+    pub fn expiry(&self) -> Expiry {
+        match (self.expires_in, self.expires_at) {
+            (Some(duration), _) => Expiry::In(duration),
+            (None, Some(at)) => Expiry::At(at),
+            (None, None) => Expiry::Never,
         }
-        "list" => {
-            no_positional(&positional)?;
-            let mut page_size = None;
-            let mut page_token = None;
-            for (name, value) in flags {
-                let value = value.ok_or_else(|| format!("--{name} needs a value"))?;
-                match name.as_str() {
-                    "page-size" => page_size = Some(page_size_value(&value)?),
-                    "page-token" => page_token = Some(value),
-                    _ => return Err(format!("unknown option --{name} for list")),
-                }
-            }
-            TokenCommand::List {
-                page_size,
-                page_token,
-            }
-        }
-        "revoke" => {
-            if let Some((name, _)) = flags.first() {
-                return Err(format!("unknown option --{name} for revoke"));
-            }
-            match positional.as_slice() {
-                [id] => TokenCommand::Revoke(uuid("TOKEN_ID", id)?),
-                [] => return Err("revoke needs a TOKEN_ID".to_owned()),
-                [_, extra, ..] => return Err(format!("unexpected argument {extra:?}")),
-            }
-        }
-        "help" => TokenCommand::Help,
-        other => return Err(format!("unknown token command {other:?}")),
-    };
-    Ok((command, format))
-}
-
-/// Arguments sorted into `--json`, `--help`, `--name value` (or `--name=value`) and the rest.
-pub(crate) struct Split {
-    pub(crate) format: Format,
-    pub(crate) help: bool,
-    pub(crate) flags: Vec<(String, Option<String>)>,
-    pub(crate) positional: Vec<String>,
-}
-
-pub(crate) fn split(args: &[String]) -> Split {
-    let mut split = Split {
-        format: Format::Human,
-        help: false,
-        flags: Vec::new(),
-        positional: Vec::new(),
-    };
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        if arg == "--json" {
-            split.format = Format::Json;
-        } else if arg == "-h" || arg == "--help" {
-            split.help = true;
-        } else if let Some(flag) = arg.strip_prefix("--") {
-            let (name, value) = match flag.split_once('=') {
-                Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
-                None => (flag.to_owned(), rest.next().cloned()),
-            };
-            split.flags.push((name, value));
-        } else {
-            split.positional.push(arg.clone());
-        }
-    }
-    split
-}
-
-fn create(flags: Vec<(String, Option<String>)>) -> Result<CreateArgs, String> {
-    let mut args = CreateArgs {
-        org_id: None,
-        permissions: Permissions::CHAT_COMPLETIONS,
-        agent_id: None,
-        user_id: None,
-        expiry: Expiry::Never,
-        name: None,
-        rpm: None,
-        tpm: None,
-    };
-    for (name, value) in flags {
-        let value = value.ok_or_else(|| format!("--{name} needs a value"))?;
-        let expiry_set = args.expiry != Expiry::Never;
-        match name.as_str() {
-            "org-id" => args.org_id = Some(uuid("--org-id", &value)?),
-            "agent-id" => args.agent_id = Some(uuid("--agent-id", &value)?),
-            "user-id" => args.user_id = Some(uuid("--user-id", &value)?),
-            "permissions" => args.permissions = permissions::parse(&value)?,
-            "name" => args.name = Some(value),
-            "rpm" => args.rpm = Some(positive("--rpm", &value)?),
-            "tpm" => args.tpm = Some(positive("--tpm", &value)?),
-            "expires-in" | "expires-at" if expiry_set => {
-                return Err("give one of --expires-in and --expires-at".to_owned());
-            }
-            "expires-in" => {
-                let duration = parse_duration(&value).map_err(|e| format!("--expires-in: {e}"))?;
-                if duration.is_zero() {
-                    return Err("--expires-in: must be more than 0".to_owned());
-                }
-                args.expiry = Expiry::In(duration);
-            }
-            "expires-at" => {
-                let at = DateTime::parse_from_rfc3339(&value).map_err(|_| {
-                    format!(
-                        "--expires-at: {value:?} is not an RFC 3339 time (2027-01-31T12:00:00Z)"
-                    )
-                })?;
-                args.expiry = Expiry::At(at.with_timezone(&Utc));
-            }
-            _ => return Err(format!("unknown option --{name} for create")),
-        }
-    }
-    Ok(args)
-}
-
-pub(crate) fn no_positional(positional: &[String]) -> Result<(), String> {
-    match positional.first() {
-        Some(extra) => Err(format!("unexpected argument {extra:?}")),
-        None => Ok(()),
-    }
-}
-
-pub(crate) fn uuid(what: &str, value: &str) -> Result<Uuid, String> {
-    Uuid::try_parse(value).map_err(|_| format!("{what}: {value:?} is not a UUID"))
-}
-
-pub(crate) fn page_size_value(value: &str) -> Result<i32, String> {
-    positive("--page-size", value)
-}
-
-/// A whole number of at least 1 that fits `T`.
-fn positive<T: std::str::FromStr + PartialOrd + From<u8>>(
-    flag: &str,
-    value: &str,
-) -> Result<T, String> {
-    match value.parse::<T>() {
-        Ok(n) if n >= T::from(1) => Ok(n),
-        _ => Err(format!("{flag}: {value:?} is not a positive integer")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Command, try_parse};
+    use crate::output::Format;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
+    fn parse(args: &[&str]) -> Result<TokenCommand, clap::Error> {
+        match try_parse(&[&["token"], args].concat())? {
+            Command::Token(token) => Ok(token.command),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn create_takes_its_flags_in_either_form() {
         let agent = Uuid::new_v4();
-        let (command, format) = parse(&args(&[
+        let command = parse(&[
             "create",
             "--permissions=chat,embeddings",
             "--agent-id",
@@ -250,47 +151,69 @@ mod tests {
             "30",
             "--tpm=40000",
             "--json",
-        ]))
+        ])
         .unwrap();
-        assert_eq!(format, Format::Json);
         let TokenCommand::Create(create) = command else {
             panic!("{command:?}")
         };
+        assert_eq!(create.output.format(), Format::Json);
         assert_eq!(create.permissions.bits(), 0b1_0001);
         assert_eq!(create.agent_id, Some(agent));
-        assert_eq!(create.expiry, Expiry::In(Duration::from_secs(3600)));
+        assert_eq!(create.expiry(), Expiry::In(Duration::from_secs(3600)));
         assert_eq!(create.name.as_deref(), Some("ci"));
         assert_eq!(create.org_id, None);
         assert_eq!((create.rpm, create.tpm), (Some(30), Some(40_000)));
     }
 
     #[test]
+    fn create_defaults_to_chat_without_expiry() {
+        let TokenCommand::Create(create) = parse(&["create"]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(create.permissions, Permissions::CHAT_COMPLETIONS);
+        assert_eq!(create.expiry(), Expiry::Never);
+        assert_eq!(create.output.format(), Format::Human);
+    }
+
+    #[test]
     fn list_and_revoke_parse() {
         assert_eq!(
-            parse(&args(&["list"])).unwrap().0,
+            parse(&["list"]).unwrap(),
             TokenCommand::List {
-                page_size: None,
-                page_token: None
+                page: PageArgs::default(),
+                output: OutputArgs::default(),
             }
         );
         assert_eq!(
-            parse(&args(&["list", "--page-size", "2", "--page-token=abc"]))
-                .unwrap()
-                .0,
+            parse(&["list", "--page-size", "2", "--page-token=abc"]).unwrap(),
             TokenCommand::List {
-                page_size: Some(2),
-                page_token: Some("abc".into())
+                page: PageArgs {
+                    page_size: Some(2),
+                    page_token: Some("abc".into()),
+                },
+                output: OutputArgs::default(),
             }
         );
         let id = Uuid::new_v4();
         assert_eq!(
-            parse(&args(&["revoke", &id.to_string()])).unwrap().0,
-            TokenCommand::Revoke(id)
+            parse(&["revoke", &id.to_string()]).unwrap(),
+            TokenCommand::Revoke {
+                token_id: id,
+                output: OutputArgs::default(),
+            }
         );
     }
 
     #[test]
-    fn bad_usage_is_one_line() {
+    fn a_flag_is_never_taken_as_a_value() {
+        // `--name` needs a value and `--json` is a flag: this is bad usage, not a token named
+        // "--json".
+        let error = parse(&["create", "--name", "--json"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
+    }
+
+    #[test]
+    fn bad_usage_is_refused() {
         for bad in [
             &[][..],
             &["mint"],
@@ -304,6 +227,7 @@ mod tests {
                 "2030-01-01T00:00:00Z",
             ],
             &["create", "--expires-in", "60"],
+            &["create", "--expires-in", "0s"],
             &["create", "--expires-at", "tomorrow"],
             &["create", "--name"],
             &["create", "extra"],
@@ -315,8 +239,7 @@ mod tests {
             &["revoke"],
             &["revoke", "not-a-uuid"],
         ] {
-            let error = parse(&args(bad)).expect_err(&format!("{bad:?}"));
-            assert!(!error.contains('\n'), "{error}");
+            parse(bad).expect_err(&format!("{bad:?}"));
         }
     }
 }

@@ -1,28 +1,13 @@
-//! What `svc token` prints: aligned lines for a person, or one JSON document with `--json`.
-//! Times are RFC 3339 in UTC; permissions are shown as names and as the bitmap.
+//! What `svc token` prints; permissions are shown as names and as the bitmap.
 
 use std::fmt::Write;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use prost_types::Timestamp;
 use serde_json::{Value, json};
 use svc_proto::v1::{RevokeTokenResponse, TokenMetadata};
-use tonic::Status;
 
 use super::Created;
-use super::args::Format;
 use super::permissions::names;
-
-pub(crate) fn time(timestamp: Option<&Timestamp>) -> Option<String> {
-    let timestamp = timestamp?;
-    let nanos = u32::try_from(timestamp.nanos).unwrap_or(0);
-    DateTime::<Utc>::from_timestamp(timestamp.seconds, nanos)
-        .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
-}
-
-pub(crate) fn json_line(value: &Value) -> String {
-    format!("{value}\n")
-}
+use crate::output::{Format, Table, json_line, time, time_or};
 
 /// `create`: the plaintext once, with what it grants.
 pub(crate) fn created(created: &Created, format: Format) -> String {
@@ -108,29 +93,27 @@ pub(crate) fn listed(tokens: &[TokenMetadata], next: Option<&str>, format: Forma
             "next_page_token": next,
         })),
         Format::Human => {
-            let mut out = String::new();
-            let _ = writeln!(
-                out,
-                "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  {:<20}  REVOKED",
-                "TOKEN ID", "NAME", "PERMISSIONS", "CREATED", "EXPIRES", "LIMITS"
-            );
+            let mut table = Table::new(&[
+                ("TOKEN ID", 36),
+                ("NAME", 20),
+                ("PERMISSIONS", 24),
+                ("CREATED", 20),
+                ("EXPIRES", 20),
+                ("LIMITS", 20),
+                ("REVOKED", 0),
+            ]);
             for token in tokens {
-                let _ = writeln!(
-                    out,
-                    "{:<36}  {:<20}  {:<24}  {:<20}  {:<20}  {:<20}  {}",
-                    token.token_id,
-                    token.name.as_deref().unwrap_or("-"),
+                table.row(&[
+                    token.token_id.clone(),
+                    token.name.clone().unwrap_or_else(|| "-".into()),
                     names(token.permissions),
-                    time(token.created_at.as_ref()).unwrap_or_else(|| "-".into()),
-                    time(token.expires_at.as_ref()).unwrap_or_else(|| "never".into()),
+                    time_or(token.created_at.as_ref(), "-"),
+                    time_or(token.expires_at.as_ref(), "never"),
                     limits(token.rpm_limit, token.tpm_limit),
-                    time(token.revoked_at.as_ref()).unwrap_or_else(|| "-".into()),
-                );
+                    time_or(token.revoked_at.as_ref(), "-"),
+                ]);
             }
-            if let Some(next) = next {
-                let _ = writeln!(out, "next page: --page-token {next}");
-            }
-            out
+            table.finish(next)
         }
     }
 }
@@ -145,15 +128,5 @@ pub(crate) fn revoked(revoked: &RevokeTokenResponse, format: Format) -> String {
             revoked.token_id,
             at.as_deref().unwrap_or("-")
         ),
-    }
-}
-
-/// A gRPC failure on one line: the code and the server's message.
-pub(crate) fn status_line(status: &Status) -> String {
-    let message = status.message().replace('\n', " ");
-    if message.is_empty() {
-        format!("{:?}", status.code())
-    } else {
-        format!("{:?}: {message}", status.code())
     }
 }

@@ -17,13 +17,13 @@ const NAMES: [(&str, Permissions); 10] = [
 ];
 
 /// `chat,embeddings` (names, comma-separated, any case; `chat_completions` is `chat`) or an
-/// integer bitmap such as `17`.
+/// integer bitmap such as `17`; the error is the tail of clap's line about `--permissions`.
 pub(crate) fn parse(value: &str) -> Result<Permissions, String> {
     if let Ok(bits) = value.trim().parse::<i64>() {
         return if bits > 0 {
             Ok(Permissions::from_bits(bits))
         } else {
-            Err(format!("--permissions: {value:?} grants nothing"))
+            Err("grants nothing".to_owned())
         };
     }
     let mut permissions = Permissions::NONE;
@@ -40,14 +40,14 @@ pub(crate) fn parse(value: &str) -> Result<Permissions, String> {
             .ok_or_else(|| {
                 let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
                 format!(
-                    "--permissions: unknown permission {name:?} (known: {}, or an integer)",
+                    "unknown permission {name:?} (known: {}, or an integer)",
                     known.join(",")
                 )
             })?;
         permissions = permissions | *bit;
     }
     if permissions == Permissions::NONE {
-        return Err("--permissions: no permission named".to_owned());
+        return Err("no permission named".to_owned());
     }
     Ok(permissions)
 }

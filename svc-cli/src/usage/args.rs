@@ -1,130 +1,101 @@
 //! `svc usage` arguments.
 
-use std::time::SystemTime;
-
-use chrono::DateTime;
+use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use svc_proto::v1::UsageGroupBy;
-use svc_runtime::config::parse_duration;
 use uuid::Uuid;
 
-use crate::token::Format;
-use crate::token::args::{no_positional, page_size_value, split, uuid};
+use crate::admin::ServerArgs;
+use crate::args::{OutputArgs, PageArgs, TimeArg, uuid};
 
 /// What `svc usage` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Args)]
+#[command(
+    about = "The org's usage totals from the ledger",
+    long_about = "Totals of the usage ledger (calls, prompt, completion and total tokens) for \
+                  the admin token's org, grouped by token (the default), agent, model or UTC \
+                  day. The admin token needs usage_read.",
+    after_help = "--since 24h counts from a day ago; without --since, from the first call; \
+                  without --until, to now. Without --page-size or --page-token every group is \
+                  printed."
+)]
 pub struct UsageArgs {
-    /// The grouping.
+    /// The grouping
+    #[arg(long, default_value = "token", value_parser = group())]
     pub by: UsageGroupBy,
-    /// Inclusive start.
-    pub since: Option<SystemTime>,
-    /// Exclusive end.
-    pub until: Option<SystemTime>,
-    /// The org; the server refuses any but the admin token's.
+    /// Inclusive start: an RFC 3339 time, or a duration before now (24h)
+    #[arg(long, value_name = "DURATION|RFC3339", value_parser = TimeArg::parse)]
+    pub since: Option<TimeArg>,
+    /// Exclusive end: an RFC 3339 time, or a duration before now
+    #[arg(long, value_name = "DURATION|RFC3339", value_parser = TimeArg::parse)]
+    pub until: Option<TimeArg>,
+    /// The org; the server refuses any but the admin token's
+    #[arg(long, value_name = "UUID", value_parser = uuid)]
     pub org_id: Option<Uuid>,
-    /// Groups per page.
-    pub page_size: Option<i32>,
-    /// The cursor from a previous page.
-    pub page_token: Option<String>,
-    /// How to print.
-    pub format: Format,
+    /// One page or every page.
+    #[command(flatten)]
+    pub page: PageArgs,
+    /// `--json`.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Where the auth server is, and the admin token.
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
-/// Parses the arguments after `usage`; `None` asks for help. `now` anchors `--since 24h`.
-pub fn parse(args: &[String], now: SystemTime) -> Result<Option<UsageArgs>, String> {
-    let split = split(args);
-    if split.help || split.positional.first().is_some_and(|p| p == "help") {
-        return Ok(None);
-    }
-    no_positional(&split.positional)?;
-    let mut parsed = UsageArgs {
-        by: UsageGroupBy::Token,
-        since: None,
-        until: None,
-        org_id: None,
-        page_size: None,
-        page_token: None,
-        format: split.format,
-    };
-    for (name, value) in split.flags {
-        let value = value.ok_or_else(|| format!("--{name} needs a value"))?;
-        match name.as_str() {
-            "by" => parsed.by = group(&value)?,
-            "since" => parsed.since = Some(time("--since", &value, now)?),
-            "until" => parsed.until = Some(time("--until", &value, now)?),
-            "org-id" => parsed.org_id = Some(uuid("--org-id", &value)?),
-            "page-size" => parsed.page_size = Some(page_size_value(&value)?),
-            "page-token" => parsed.page_token = Some(value),
-            _ => return Err(format!("unknown option --{name} for usage")),
-        }
-    }
-    Ok(Some(parsed))
-}
-
-fn group(value: &str) -> Result<UsageGroupBy, String> {
-    match value {
-        "token" => Ok(UsageGroupBy::Token),
-        "agent" => Ok(UsageGroupBy::Agent),
-        "model" => Ok(UsageGroupBy::Model),
-        "day" => Ok(UsageGroupBy::Day),
-        other => Err(format!("--by: {other:?} is not token, agent, model or day")),
-    }
-}
-
-/// An RFC 3339 time, or a duration before `now` (`90m`, `24h`).
-fn time(flag: &str, value: &str, now: SystemTime) -> Result<SystemTime, String> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(value) {
-        return Ok(SystemTime::from(at));
-    }
-    let ago = parse_duration(value).map_err(|_| {
-        format!("{flag}: {value:?} is neither a duration (24h) nor an RFC 3339 time")
-    })?;
-    now.checked_sub(ago)
-        .ok_or_else(|| format!("{flag}: {value:?} reaches before the epoch"))
+fn group() -> impl TypedValueParser<Value = UsageGroupBy> {
+    PossibleValuesParser::new(["token", "agent", "model", "day"]).map(|by| match by.as_str() {
+        "agent" => UsageGroupBy::Agent,
+        "model" => UsageGroupBy::Model,
+        "day" => UsageGroupBy::Day,
+        _ => UsageGroupBy::Token,
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
     use super::*;
+    use crate::cli::{Command, try_parse};
+    use crate::output::Format;
 
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
+    fn parse(args: &[&str]) -> Result<UsageArgs, clap::Error> {
+        match try_parse(&[&["usage"], args].concat())? {
+            Command::Usage(usage) => Ok(usage),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn defaults_and_every_flag() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let plain = parse(&args(&[]), now).unwrap().unwrap();
+        let plain = parse(&[]).unwrap();
         assert_eq!(
-            (plain.by, plain.since, plain.format),
+            (plain.by, plain.since, plain.output.format()),
             (UsageGroupBy::Token, None, Format::Human)
         );
-        let full = parse(
-            &args(&[
-                "--by=model",
-                "--since",
-                "24h",
-                "--until",
-                "1970-01-12T13:46:40Z",
-                "--page-size",
-                "5",
-                "--json",
-            ]),
-            now,
-        )
-        .unwrap()
+        let full = parse(&[
+            "--by=model",
+            "--since",
+            "24h",
+            "--until",
+            "1970-01-12T13:46:40Z",
+            "--page-size",
+            "5",
+            "--json",
+        ])
         .unwrap();
         assert_eq!(full.by, UsageGroupBy::Model);
-        assert_eq!(full.since, Some(now - Duration::from_secs(86_400)));
-        assert_eq!(full.until, Some(now));
-        assert_eq!(full.page_size, Some(5));
-        assert_eq!(full.format, Format::Json);
-        assert_eq!(parse(&args(&["--help"]), now).unwrap(), None);
+        let at = |time: Option<TimeArg>| time.map(|time| time.at(now).unwrap());
+        assert_eq!(at(full.since), Some(now - Duration::from_secs(86_400)));
+        assert_eq!(at(full.until), Some(now));
+        assert_eq!(full.page.page_size, Some(5));
+        assert_eq!(full.output.format(), Format::Json);
     }
 
     #[test]
-    fn bad_usage_is_one_line() {
+    fn bad_usage_is_refused() {
         for bad in [
             &["--by", "week"][..],
             &["--since", "yesterday"],
@@ -133,8 +104,7 @@ mod tests {
             &["extra"],
             &["--frobnicate", "1"],
         ] {
-            let error = parse(&args(bad), SystemTime::now()).expect_err(&format!("{bad:?}"));
-            assert!(!error.contains('\n'), "{error}");
+            parse(bad).expect_err(&format!("{bad:?}"));
         }
     }
 }

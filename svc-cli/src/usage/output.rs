@@ -5,8 +5,7 @@ use std::fmt::Write;
 use serde_json::json;
 use svc_proto::v1::{UsageGroupBy, UsageTotals};
 
-use crate::token::Format;
-use crate::token::output::json_line;
+use crate::output::{Format, json_line};
 
 fn group_name(by: UsageGroupBy) -> &'static str {
     match by {

@@ -1,68 +1,13 @@
-//! `svc token` against a real auth server on a fresh database: create, then validate, list,
-//! revoke, then validate fails; `--json` output parses; bad usage exits 2 with one line.
+//! `svc token`: create, then validate, list, revoke, then validate fails; `--json` output
+//! parses; bad usage exits 2 with one line.
 
 use std::net::SocketAddr;
-use std::process::Output;
 
-use serde_json::Value;
-use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
-use svc_auth_server::store::postgres::PoolSettings;
-use svc_auth_server::{Config, RunningServer, Server};
 use svc_proto::v1::ValidateTokenRequest;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
-use svc_testkit::TestDb;
 use tonic::Code;
 
-struct Auth {
-    _db: TestDb,
-    server: RunningServer,
-    seed: SeedOutput,
-}
-
-async fn auth_server() -> Auth {
-    let db = TestDb::create().await;
-    svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
-        .await
-        .expect("migrate");
-    let config = Config::local(db.url());
-    let server = Server::start(config.clone()).await.expect("auth starts");
-    let seed = seed::run_with_config(&config, &SeedOptions::default())
-        .await
-        .expect("seed");
-    Auth {
-        _db: db,
-        server,
-        seed,
-    }
-}
-
-/// Runs the `svc` binary with `args` and only the variables given (plus PATH).
-async fn svc(args: &[&str], vars: &[(&str, String)]) -> Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_svc"));
-    command.env_clear().args(args);
-    for (name, value) in vars {
-        command.env(name, value);
-    }
-    tokio::task::spawn_blocking(move || command.output().expect("run svc"))
-        .await
-        .unwrap()
-}
-
-fn vars(addr: SocketAddr, admin: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("SVC_AUTH_GRPC_ADDR", format!("http://{addr}")),
-        ("SVC_ADMIN_TOKEN", admin.to_owned()),
-    ]
-}
-
-fn json(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "svc failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("--json prints JSON")
-}
+use super::{auth_server, items, json, one_line, svc, vars};
 
 async fn validate(addr: SocketAddr, token: &str) -> Result<String, Code> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
@@ -176,15 +121,6 @@ async fn refusals_are_one_line() {
     let auth = auth_server().await;
     let addr = auth.server.grpc_addr;
     let env = vars(addr, &auth.seed.admin_token);
-    let one_line = |output: &Output, code: i32| {
-        assert_eq!(output.status.code(), Some(code), "{output:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.starts_with("error: "), "{stderr}");
-        assert!(output.stdout.is_empty());
-        stderr
-    };
-
     for bad in [
         &["token"][..],
         &["token", "mint"],
@@ -205,4 +141,23 @@ async fn refusals_are_one_line() {
     let stderr = one_line(&svc(&["token", "create"], &chat).await, 1);
     assert!(stderr.contains("CreateToken: PermissionDenied"), "{stderr}");
     assert!(!stderr.contains(&auth.seed.chat_token), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flag_is_never_taken_as_a_value() {
+    let auth = auth_server().await;
+    let env = auth.admin_env();
+    // `--name` needs a value and `--json` is a flag: bad usage, not a token named "--json".
+    let stderr = one_line(
+        &svc(&["token", "create", "--name", "--json"], &env).await,
+        2,
+    );
+    assert!(stderr.contains("--name"), "{stderr}");
+    let listed = auth.json(&["token", "list", "--json"]).await;
+    assert!(
+        items(&listed, "tokens")
+            .iter()
+            .all(|t| t["name"] != "--json"),
+        "{listed}"
+    );
 }
