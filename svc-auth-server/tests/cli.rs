@@ -291,7 +291,7 @@ async fn a_production_migration_job_needs_no_grpc_settings() {
 }
 
 /// The environment "Running in production" describes: nothing development about it.
-fn production<'a>(dsn: &'a str) -> Vec<(&'a str, &'a str)> {
+fn production(dsn: &str) -> Vec<(&str, &str)> {
     vec![
         ("POSTGRES_DSN", dsn),
         ("SVC_ENV", "production"),

@@ -5,6 +5,7 @@
 mod agent;
 mod audit;
 mod command_line;
+mod onboard;
 mod token;
 mod usage;
 mod user;
