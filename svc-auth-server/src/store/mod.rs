@@ -15,6 +15,7 @@ use std::future::Future;
 
 use uuid::Uuid;
 
+mod agent_moves;
 mod driver_error;
 mod model;
 pub mod postgres;

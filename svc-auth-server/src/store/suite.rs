@@ -10,8 +10,8 @@ use svc_tower::context::Permissions;
 use uuid::Uuid;
 
 use super::{
-    AgentStatus, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store, StoreError,
-    TokenLimits,
+    AgentStatus, AuditAction, AuditEntry, AuditQuery, BootstrapOrg, Cursor, MembershipRole,
+    NewAgent, NewToken, NewUser, Reference, Store, StoreError, TokenLimits,
 };
 
 /// Runs every case, each on a fresh store from `new_store`.
@@ -42,6 +42,252 @@ where
     case!(a_tokens_issuer_is_recorded_and_listed);
     case!(the_token_read_with_an_agent_looks_in_the_tokens_org);
     case!(a_tokens_limits_are_stored_validated_and_listed);
+    case!(agents_move_and_archived_is_final);
+    case!(agents_and_users_list_in_pages_within_the_org);
+    case!(acts_and_their_audit_events_land_together);
+    case!(bootstrap_creates_or_finds_the_org);
+}
+
+fn audit(action: AuditAction) -> AuditEntry {
+    AuditEntry::ok(Some(Uuid::new_v4()), action)
+}
+
+async fn agents_move_and_archived_is_final<S: Store>(store: &S) {
+    let (org_id, other) = (new_org(store).await, new_org(store).await);
+    let agent_id = Uuid::new_v4();
+    let created = store
+        .create_agent(
+            org_id,
+            NewAgent {
+                agent_id,
+                status: AgentStatus::Active,
+                name: Some("mover".into()),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.updated_at, created.agent.created_at);
+    let moved = store
+        .set_agent_status(
+            org_id,
+            agent_id,
+            AgentStatus::Paused,
+            Some("why".into()),
+            audit(AuditAction::AgentStatus),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(moved.agent.status, AgentStatus::Paused);
+    assert_eq!(moved.status_reason.as_deref(), Some("why"));
+    assert!(moved.updated_at >= created.updated_at);
+    // Another org sees no such agent, and moves nothing.
+    let elsewhere = store
+        .set_agent_status(
+            other,
+            agent_id,
+            AgentStatus::Active,
+            None,
+            audit(AuditAction::AgentStatus),
+        )
+        .await
+        .unwrap();
+    assert!(elsewhere.is_none());
+    assert!(store.agent_detail(other, agent_id).await.unwrap().is_none());
+    store
+        .set_agent_status(
+            org_id,
+            agent_id,
+            AgentStatus::Archived,
+            None,
+            audit(AuditAction::AgentStatus),
+        )
+        .await
+        .unwrap();
+    let refused = store
+        .set_agent_status(
+            org_id,
+            agent_id,
+            AgentStatus::Active,
+            None,
+            audit(AuditAction::AgentStatus),
+        )
+        .await
+        .expect_err("archived is final");
+    assert!(
+        matches!(refused, StoreError::Precondition(_)),
+        "{refused:?}"
+    );
+    let detail = store.agent_detail(org_id, agent_id).await.unwrap().unwrap();
+    assert_eq!(detail.agent.status, AgentStatus::Archived);
+    // Two moves landed with their events; the refused one left none.
+    let query = AuditQuery {
+        start: None,
+        end: None,
+        action: Some(AuditAction::AgentStatus),
+        before: None,
+        limit: 10,
+    };
+    let events = store.audit_events(org_id, &query).await.unwrap();
+    let moves: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e.detail["from"].as_str(), e.detail["to"].as_str()))
+        .collect();
+    assert_eq!(moves, [("paused", "archived"), ("active", "paused")]);
+    assert!(store.audit_events(other, &query).await.unwrap().is_empty());
+}
+
+async fn agents_and_users_list_in_pages_within_the_org<S: Store>(store: &S) {
+    let (org_id, other) = (new_org(store).await, new_org(store).await);
+    for (org, status) in [
+        (org_id, AgentStatus::Active),
+        (other, AgentStatus::Active),
+        (org_id, AgentStatus::Paused),
+        (org_id, AgentStatus::Active),
+    ] {
+        let agent = NewAgent {
+            agent_id: Uuid::new_v4(),
+            status,
+            name: None,
+        };
+        store.create_agent(org, agent, None).await.unwrap();
+        let user = NewUser {
+            user_id: Uuid::new_v4(),
+            display_name: Some("someone".into()),
+            role: MembershipRole::Member,
+        };
+        store.create_user(org, user, None).await.unwrap();
+    }
+    let first = store.list_agents(org_id, None, None, 2).await.unwrap();
+    assert_eq!(first.len(), 2);
+    let rest = store
+        .list_agents(org_id, None, Some(first[1].cursor()), 10)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert!(first.iter().chain(&rest).all(|a| a.agent.org_id == org_id));
+    let paused = store
+        .list_agents(org_id, Some(AgentStatus::Paused), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(paused.len(), 1);
+    let users = store.list_users(org_id, None, 10).await.unwrap();
+    assert_eq!(users.len(), 3);
+    assert!(users.iter().all(|u| u.name.as_deref() == Some("someone")));
+    let after = store
+        .list_users(org_id, Some(users[0].cursor()), 10)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2);
+}
+
+async fn acts_and_their_audit_events_land_together<S: Store>(store: &S) {
+    let org_id = new_org(store).await;
+    let token = token(None, None);
+    let token_id = token.token_id;
+    let entry = audit(AuditAction::TokenCreate)
+        .target(token_id)
+        .detail("permissions", "1");
+    store
+        .create_token(org_id, token.clone(), Some(entry.clone()))
+        .await
+        .unwrap();
+    // A duplicate fails, and so its event is not written either.
+    let again = store
+        .create_token(org_id, token, Some(audit(AuditAction::TokenCreate)))
+        .await;
+    assert!(again.is_err());
+    // A revocation of an unknown token writes nothing.
+    let unknown = store
+        .revoke_token(
+            org_id,
+            Uuid::new_v4(),
+            Some(audit(AuditAction::TokenRevoke)),
+        )
+        .await
+        .unwrap();
+    assert!(unknown.is_none());
+    let denied = AuditEntry::denied(Uuid::new_v4(), AuditAction::AgentCreate);
+    store.record_audit(org_id, denied.clone()).await.unwrap();
+
+    let query = AuditQuery {
+        start: None,
+        end: None,
+        action: None,
+        before: None,
+        limit: 10,
+    };
+    let events = store.audit_events(org_id, &query).await.unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].event_id, denied.event_id);
+    assert_eq!(events[0].outcome, "denied");
+    assert_eq!(events[1].event_id, entry.event_id);
+    assert_eq!(events[1].action, "token.create");
+    assert_eq!(events[1].target_id, Some(token_id.to_string()));
+    assert_eq!(
+        events[1].detail.get("permissions").map(String::as_str),
+        Some("1")
+    );
+    let older = AuditQuery {
+        before: Some(events[0].cursor()),
+        ..query
+    };
+    let page = store.audit_events(org_id, &older).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].event_id, entry.event_id);
+}
+
+async fn bootstrap_creates_or_finds_the_org<S: Store>(store: &S) {
+    let org_id = Uuid::new_v4();
+    let new = BootstrapOrg::New {
+        org_id,
+        name: "Acme".into(),
+    };
+    let (org, admin) = store
+        .bootstrap(
+            new.clone(),
+            token(None, None),
+            audit(AuditAction::OrgBootstrap),
+        )
+        .await
+        .unwrap()
+        .expect("created");
+    assert_eq!(org.name.as_deref(), Some("Acme"));
+    assert_eq!(admin.org_id, org_id);
+    let taken = store
+        .bootstrap(new, token(None, None), audit(AuditAction::OrgBootstrap))
+        .await;
+    assert!(
+        matches!(taken, Err(StoreError::AlreadyExists(_))),
+        "{taken:?}"
+    );
+    let found = store
+        .bootstrap(
+            BootstrapOrg::Existing(org_id),
+            token(None, None),
+            audit(AuditAction::OrgBootstrap),
+        )
+        .await
+        .unwrap();
+    assert!(found.is_some());
+    let missing = store
+        .bootstrap(
+            BootstrapOrg::Existing(Uuid::new_v4()),
+            token(None, None),
+            audit(AuditAction::OrgBootstrap),
+        )
+        .await
+        .unwrap();
+    assert!(missing.is_none());
+    let query = AuditQuery {
+        start: None,
+        end: None,
+        action: Some(AuditAction::OrgBootstrap),
+        before: None,
+        limit: 10,
+    };
+    assert_eq!(store.audit_events(org_id, &query).await.unwrap().len(), 2);
 }
 
 async fn new_org<S: Store>(store: &S) -> Uuid {

@@ -59,7 +59,7 @@ pub struct DevIdentity {
     pub user_id: Uuid,
     /// The active agent the chat token is bound to.
     pub agent_id: Uuid,
-    /// A PAT with every management permission (CreateToken, RevokeToken, ListTokens) and chat.
+    /// A PAT holding every permission bit that exists.
     pub admin_token: String,
     /// A PAT minted at this start, with chat completions only, bound to the agent.
     pub chat_token: String,
@@ -128,7 +128,12 @@ async fn still_valid<S: Store>(store: &S, state: &State) -> Result<bool, StoreEr
         .token_for_validation(admin.token_id())
         .await?
         .is_some_and(|token| {
-            token.org_id == state.org_id && token.revoked_at.is_none() && token.expires_at.is_none()
+            // An admin token from an older build lacks the bits added since: a new identity
+            // gets one holding every bit that exists.
+            token.org_id == state.org_id
+                && token.revoked_at.is_none()
+                && token.expires_at.is_none()
+                && token.permissions.contains(seed::ADMIN_PERMISSIONS)
         });
     Ok(agent_active && admin_valid && store.is_member(state.org_id, state.user_id).await?)
 }

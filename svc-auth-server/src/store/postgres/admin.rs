@@ -7,6 +7,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{map_error, map_insert_error};
+use crate::store::agent_moves::AgentStatements;
 use crate::store::references::check_token_references;
 use crate::store::rows::{AGENT_DETAIL_COLUMNS, AUDIT_COLUMNS, TOKEN_COLUMNS, USER_COLUMNS};
 use crate::store::{
@@ -21,7 +22,7 @@ type UserRow = crate::store::rows::UserRow<DateTime<Utc>>;
 type AuditRow = crate::store::rows::AuditRow<DateTime<Utc>>;
 
 /// Writes one audit event.
-pub(super) async fn insert_audit(
+async fn insert_audit(
     conn: &mut PgConnection,
     org_id: Uuid,
     audit: &AuditEntry,
@@ -42,18 +43,6 @@ pub(super) async fn insert_audit(
     .await
     .map_err(|e| map_insert_error(e, "audit event"))?;
     Ok(())
-}
-
-/// Writes `audit` when there is one.
-pub(super) async fn maybe_audit(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    audit: Option<&AuditEntry>,
-) -> Result<(), StoreError> {
-    match audit {
-        Some(audit) => insert_audit(conn, org_id, audit).await,
-        None => Ok(()),
-    }
 }
 
 /// The org, if it exists.
@@ -213,7 +202,7 @@ pub(super) async fn insert_agent(
 }
 
 /// The agent; `lock` takes its row for the rest of the transaction.
-pub(super) async fn agent_detail(
+async fn agent_detail(
     conn: &mut PgConnection,
     org_id: Uuid,
     agent_id: Uuid,
@@ -255,7 +244,7 @@ pub(super) async fn list_agents(
     rows.into_iter().map(AgentDetail::try_from).collect()
 }
 
-pub(super) async fn update_agent_status(
+async fn update_agent_status(
     conn: &mut PgConnection,
     org_id: Uuid,
     agent_id: Uuid,
@@ -301,4 +290,29 @@ pub(super) async fn audit_events(
     .await
     .map_err(map_error)?;
     rows.into_iter().map(AuditEvent::try_from).collect()
+}
+
+impl AgentStatements for PgConnection {
+    async fn agent_detail(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        lock: bool,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        agent_detail(self, org_id, agent_id, lock).await
+    }
+
+    async fn update_agent_status(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        status: AgentStatus,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        update_agent_status(self, org_id, agent_id, status, reason).await
+    }
+
+    async fn insert_audit(&mut self, org_id: Uuid, audit: &AuditEntry) -> Result<(), StoreError> {
+        insert_audit(self, org_id, audit).await
+    }
 }

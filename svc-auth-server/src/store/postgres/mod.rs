@@ -13,6 +13,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
+use super::agent_moves::{AgentStatements, move_agent, stored_status};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS};
@@ -199,7 +200,7 @@ impl Store for PgStore {
                     return Ok(None);
                 };
                 let token = admin::insert_token(tx, organization.org_id, &token).await?;
-                admin::insert_audit(tx, organization.org_id, &audit).await?;
+                tx.insert_audit(organization.org_id, &audit).await?;
                 Ok(Some((organization, token)))
             })
         })
@@ -215,7 +216,7 @@ impl Store for PgStore {
         self.in_tenant(org_id, |tx| {
             Box::pin(async move {
                 let user = admin::insert_user(tx, org_id, &user).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(user)
             })
         })
@@ -248,7 +249,7 @@ impl Store for PgStore {
         self.in_tenant(org_id, |tx| {
             Box::pin(async move {
                 let agent = admin::insert_agent(tx, org_id, &agent).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(agent)
             })
         })
@@ -261,7 +262,7 @@ impl Store for PgStore {
         agent_id: Uuid,
     ) -> Result<Option<AgentDetail>, StoreError> {
         self.in_tenant(org_id, |tx| {
-            Box::pin(admin::agent_detail(tx, org_id, agent_id, false))
+            Box::pin(tx.agent_detail(org_id, agent_id, false))
         })
         .await
     }
@@ -288,21 +289,7 @@ impl Store for PgStore {
         audit: AuditEntry,
     ) -> Result<Option<AgentDetail>, StoreError> {
         self.in_tenant(org_id, |tx| {
-            Box::pin(async move {
-                let Some(before) = admin::agent_detail(tx, org_id, agent_id, true).await? else {
-                    return Ok(None);
-                };
-                let from = before.agent.status;
-                if from.move_to(status)? {
-                    admin::update_agent_status(tx, org_id, agent_id, status, reason.as_deref())
-                        .await?;
-                }
-                let audit = audit
-                    .detail("from", from.as_str())
-                    .detail("to", status.as_str());
-                admin::insert_audit(tx, org_id, &audit).await?;
-                admin::agent_detail(tx, org_id, agent_id, false).await
-            })
+            Box::pin(move_agent(tx, org_id, agent_id, status, reason, audit))
         })
         .await
     }
@@ -316,7 +303,7 @@ impl Store for PgStore {
         self.in_tenant(org_id, |tx| {
             Box::pin(async move {
                 let token = admin::insert_token(tx, org_id, &token).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(token)
             })
         })
@@ -343,7 +330,7 @@ impl Store for PgStore {
                 let Some(row) = row else {
                     return Ok(None);
                 };
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 TokenMetadata::try_from(row).map(Some)
             })
         })
@@ -378,7 +365,7 @@ impl Store for PgStore {
 
     async fn record_audit(&self, org_id: Uuid, audit: AuditEntry) -> Result<(), StoreError> {
         self.in_tenant(org_id, |tx| {
-            Box::pin(async move { admin::insert_audit(tx, org_id, &audit).await })
+            Box::pin(async move { tx.insert_audit(org_id, &audit).await })
         })
         .await
     }
@@ -439,9 +426,7 @@ impl ReferenceLookups for PgConnection {
                 .fetch_optional(self)
                 .await
                 .map_err(map_error)?;
-        status
-            .map(|status| status.parse().map_err(|e| StoreError::Query(Box::new(e))))
-            .transpose()
+        stored_status(status)
     }
 
     async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {

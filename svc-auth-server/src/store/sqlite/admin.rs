@@ -5,6 +5,7 @@ use sqlx::SqliteConnection;
 use uuid::Uuid;
 
 use super::{map_error, map_insert_error, now_micros, to_micros};
+use crate::store::agent_moves::AgentStatements;
 use crate::store::rows::{AGENT_DETAIL_COLUMNS, AUDIT_COLUMNS, StoredTime, USER_COLUMNS};
 use crate::store::{
     AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, Cursor, NewAgent,
@@ -17,7 +18,7 @@ type UserRow = crate::store::rows::UserRow<i64>;
 type AuditRow = crate::store::rows::AuditRow<i64>;
 
 /// Writes one audit event.
-pub(super) async fn insert_audit(
+async fn insert_audit(
     conn: &mut SqliteConnection,
     org_id: Uuid,
     audit: &AuditEntry,
@@ -39,18 +40,6 @@ pub(super) async fn insert_audit(
     .await
     .map_err(|e| map_insert_error(e, "audit event"))?;
     Ok(())
-}
-
-/// Writes `audit` when there is one.
-pub(super) async fn maybe_audit(
-    conn: &mut SqliteConnection,
-    org_id: Uuid,
-    audit: Option<&AuditEntry>,
-) -> Result<(), StoreError> {
-    match audit {
-        Some(audit) => insert_audit(conn, org_id, audit).await,
-        None => Ok(()),
-    }
 }
 
 async fn organization(
@@ -185,7 +174,7 @@ pub(super) async fn insert_agent(
     AgentDetail::try_from(row)
 }
 
-pub(super) async fn agent_detail(
+async fn agent_detail(
     conn: &mut SqliteConnection,
     org_id: Uuid,
     agent_id: Uuid,
@@ -225,7 +214,7 @@ pub(super) async fn list_agents(
     rows.into_iter().map(AgentDetail::try_from).collect()
 }
 
-pub(super) async fn update_agent_status(
+async fn update_agent_status(
     conn: &mut SqliteConnection,
     org_id: Uuid,
     agent_id: Uuid,
@@ -272,4 +261,29 @@ pub(super) async fn audit_events(
     .await
     .map_err(map_error)?;
     rows.into_iter().map(AuditEvent::try_from).collect()
+}
+
+impl AgentStatements for SqliteConnection {
+    async fn agent_detail(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        _lock: bool,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        agent_detail(self, org_id, agent_id).await
+    }
+
+    async fn update_agent_status(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        status: AgentStatus,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        update_agent_status(self, org_id, agent_id, status, reason).await
+    }
+
+    async fn insert_audit(&mut self, org_id: Uuid, audit: &AuditEntry) -> Result<(), StoreError> {
+        insert_audit(self, org_id, audit).await
+    }
 }

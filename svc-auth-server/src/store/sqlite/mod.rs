@@ -26,6 +26,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use uuid::Uuid;
 
+use super::agent_moves::{AgentStatements, move_agent};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::timer::QueryTimer;
@@ -224,7 +225,7 @@ impl Store for SqliteStore {
                     return Ok(None);
                 };
                 let token = tenant::create_token(tx, organization.org_id, &token).await?;
-                admin::insert_audit(tx, organization.org_id, &audit).await?;
+                tx.insert_audit(organization.org_id, &audit).await?;
                 Ok(Some((organization, token)))
             })
         })
@@ -240,7 +241,7 @@ impl Store for SqliteStore {
         self.in_write(|tx| {
             Box::pin(async move {
                 let user = admin::insert_user(tx, org_id, &user).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(user)
             })
         })
@@ -271,7 +272,7 @@ impl Store for SqliteStore {
         self.in_write(|tx| {
             Box::pin(async move {
                 let agent = admin::insert_agent(tx, org_id, &agent).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(agent)
             })
         })
@@ -283,7 +284,7 @@ impl Store for SqliteStore {
         org_id: Uuid,
         agent_id: Uuid,
     ) -> Result<Option<AgentDetail>, StoreError> {
-        self.in_read(|tx| Box::pin(admin::agent_detail(tx, org_id, agent_id)))
+        self.in_read(|tx| Box::pin(tx.agent_detail(org_id, agent_id, false)))
             .await
     }
 
@@ -306,26 +307,8 @@ impl Store for SqliteStore {
         reason: Option<String>,
         audit: AuditEntry,
     ) -> Result<Option<AgentDetail>, StoreError> {
-        // The write transaction holds the database's one write lock: nothing moves the agent
-        // between the read and the update.
-        self.in_write(|tx| {
-            Box::pin(async move {
-                let Some(before) = admin::agent_detail(tx, org_id, agent_id).await? else {
-                    return Ok(None);
-                };
-                let from = before.agent.status;
-                if from.move_to(status)? {
-                    admin::update_agent_status(tx, org_id, agent_id, status, reason.as_deref())
-                        .await?;
-                }
-                let audit = audit
-                    .detail("from", from.as_str())
-                    .detail("to", status.as_str());
-                admin::insert_audit(tx, org_id, &audit).await?;
-                admin::agent_detail(tx, org_id, agent_id).await
-            })
-        })
-        .await
+        self.in_write(|tx| Box::pin(move_agent(tx, org_id, agent_id, status, reason, audit)))
+            .await
     }
 
     async fn create_token(
@@ -337,7 +320,7 @@ impl Store for SqliteStore {
         self.in_write(|tx| {
             Box::pin(async move {
                 let created = tenant::create_token(tx, org_id, &token).await?;
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(created)
             })
         })
@@ -355,7 +338,7 @@ impl Store for SqliteStore {
                 let Some(revoked) = tenant::revoke_token(tx, org_id, token_id).await? else {
                     return Ok(None);
                 };
-                admin::maybe_audit(tx, org_id, audit.as_ref()).await?;
+                tx.maybe_audit(org_id, audit.as_ref()).await?;
                 Ok(Some(revoked))
             })
         })
@@ -373,7 +356,7 @@ impl Store for SqliteStore {
     }
 
     async fn record_audit(&self, org_id: Uuid, audit: AuditEntry) -> Result<(), StoreError> {
-        self.in_write(|tx| Box::pin(async move { admin::insert_audit(tx, org_id, &audit).await }))
+        self.in_write(|tx| Box::pin(async move { tx.insert_audit(org_id, &audit).await }))
             .await
     }
 

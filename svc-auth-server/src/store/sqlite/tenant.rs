@@ -5,6 +5,7 @@ use sqlx::{SqliteConnection, SqlitePool};
 use uuid::Uuid;
 
 use super::{map_error, map_insert_error, now_micros, to_micros};
+use crate::store::agent_moves::stored_status;
 use crate::store::references::{ReferenceLookups, check_token_references};
 use crate::store::rows::{AGENT_COLUMNS, TOKEN_COLUMNS, VALIDATION_COLUMNS};
 use crate::store::{Agent, AgentStatus, Cursor, NewToken, StoreError, TokenMetadata, TokenRecord};
@@ -58,9 +59,7 @@ impl ReferenceLookups for SqliteConnection {
                 .fetch_optional(self)
                 .await
                 .map_err(map_error)?;
-        status
-            .map(|status| status.parse().map_err(|e| StoreError::Query(Box::new(e))))
-            .transpose()
+        stored_status(status)
     }
 
     async fn user_in_org(&mut self, org_id: Uuid, user_id: Uuid) -> Result<bool, StoreError> {
