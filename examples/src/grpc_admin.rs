@@ -216,6 +216,7 @@ pub async fn run(
     let revoked_at = admin
         .revoke_token(RevokeTokenRequest {
             token_id: created.token_id.clone(),
+            keep_issued: false,
         })
         .await
         .map_err(failed("RevokeToken"))?

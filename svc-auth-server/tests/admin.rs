@@ -74,6 +74,7 @@ async fn each_call_needs_its_permission_bit() {
     assert_eq!(status.code(), Code::PermissionDenied);
     let revoke = v1::RevokeTokenRequest {
         token_id: Uuid::new_v4().to_string(),
+        keep_issued: false,
     };
     let status = h
         .client
@@ -173,6 +174,7 @@ async fn malformed_arguments_are_invalid_argument() {
 
     let revoke = v1::RevokeTokenRequest {
         token_id: "nope".into(),
+        keep_issued: false,
     };
     let status = h
         .client
@@ -202,6 +204,7 @@ async fn revocation_is_idempotent_and_unknown_ids_are_permission_denied() {
         .unwrap();
     let revoke = || v1::RevokeTokenRequest {
         token_id: created.token_id.clone(),
+        keep_issued: false,
     };
     let first = h
         .client
@@ -220,6 +223,7 @@ async fn revocation_is_idempotent_and_unknown_ids_are_permission_denied() {
 
     let unknown = v1::RevokeTokenRequest {
         token_id: Uuid::new_v4().to_string(),
+        keep_issued: false,
     };
     let status = h
         .client

@@ -239,6 +239,7 @@ async fn serve_logs_never_contain_tokens_or_secrets() {
         .revoke_token(bearer(
             v1::RevokeTokenRequest {
                 token_id: created.token_id.clone(),
+                keep_issued: false,
             },
             &admin,
         ))

@@ -54,6 +54,7 @@ async fn an_admin_of_one_org_cannot_create_revoke_or_list_in_another() {
     // Revoke B's token with A's admin: denied, and B's token still works.
     let revoke = v1::RevokeTokenRequest {
         token_id: b_chat_id.to_string(),
+        keep_issued: false,
     };
     let status = h
         .client

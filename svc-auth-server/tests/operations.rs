@@ -585,6 +585,7 @@ async fn every_act_leaves_exactly_one_event_and_refusals_are_recorded() {
         .revoke_token(bearer(
             v1::RevokeTokenRequest {
                 token_id: minted.token_id.clone(),
+                keep_issued: false,
             },
             &admin,
         ))
@@ -836,4 +837,116 @@ async fn no_application_or_gateway_role_changes_an_event_and_the_gateway_reads_n
         .await
         .expect_err("append-only");
     assert!(error.to_string().contains("append-only"), "{error}");
+}
+
+/// Mints a token with `permissions` as `issuer`; returns (token_id, token).
+async fn mint_as(h: &mut Harness, issuer: &str, permissions: Permissions) -> (String, String) {
+    let created = create_token(
+        &mut h.client,
+        issuer,
+        create_request(h.seed.org_id, permissions.bits()),
+    )
+    .await
+    .expect("minted");
+    (created.token_id, created.token)
+}
+
+async fn revoke_as(
+    h: &mut Harness,
+    revoker: &str,
+    token_id: &str,
+    keep_issued: bool,
+) -> Result<v1::RevokeTokenResponse, tonic::Status> {
+    h.client
+        .revoke_token(bearer(
+            v1::RevokeTokenRequest {
+                token_id: token_id.to_owned(),
+                keep_issued,
+            },
+            revoker,
+        ))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn revoking_an_issuer_revokes_what_it_issued_unless_kept() {
+    let mut h = start().await;
+    let admin = h.seed.admin_token.clone();
+    let minting = Permissions::TOKEN_CREATE | Permissions::CHAT_COMPLETIONS;
+    let (issuer_id, issuer) = mint_as(&mut h, &admin, minting).await;
+    let (child_id, child) = mint_as(&mut h, &issuer, minting).await;
+    let (grandchild_id, grandchild) = mint_as(&mut h, &child, Permissions::CHAT_COMPLETIONS).await;
+    let (sibling_id, sibling) = mint_as(&mut h, &admin, minting).await;
+
+    let revoked = revoke_as(&mut h, &admin, &issuer_id, false).await.unwrap();
+    let mut cascaded = revoked.issued_revoked.clone();
+    cascaded.sort();
+    let mut expected = vec![child_id.clone(), grandchild_id.clone()];
+    expected.sort();
+    assert_eq!(cascaded, expected);
+    for token in [&issuer, &child, &grandchild] {
+        assert_unauthenticated(&mut h.client, token).await;
+    }
+    assert!(
+        validate(&mut h.client, &sibling).await.is_ok(),
+        "a sibling lives"
+    );
+    // One event per revoked token; the children say what they went with.
+    let trail = audit_trail(&mut h, &admin).await;
+    let revokes: Vec<&v1::AuditEvent> = trail
+        .iter()
+        .filter(|e| e.action == "token.revoke")
+        .collect();
+    assert_eq!(revokes.len(), 3, "{revokes:#?}");
+    assert_eq!(revokes[0].target_id.as_deref(), Some(issuer_id.as_str()));
+    for event in &revokes[1..] {
+        assert_eq!(
+            event.detail.get("revoked_with").map(String::as_str),
+            Some(issuer_id.as_str())
+        );
+    }
+    // Revoking again is idempotent and revokes nothing more.
+    let again = revoke_as(&mut h, &admin, &issuer_id, false).await.unwrap();
+    assert!(again.issued_revoked.is_empty());
+
+    // A deliberate rotation keeps the children.
+    let (kept_child_id, kept_child) = mint_as(&mut h, &sibling, minting).await;
+    let rotated = revoke_as(&mut h, &admin, &sibling_id, true).await.unwrap();
+    assert!(rotated.issued_revoked.is_empty());
+    assert_unauthenticated(&mut h.client, &sibling).await;
+    let kept = validate(&mut h.client, &kept_child).await.unwrap();
+    assert_eq!(kept.token_id, kept_child_id);
+}
+
+#[tokio::test]
+async fn a_narrower_token_cannot_revoke_a_wider_one() {
+    let mut h = start().await;
+    let admin = h.seed.admin_token.clone();
+    let admin_id = token_id_of(&admin);
+    let (_, revoke_only) = mint_as(&mut h, &admin, Permissions::TOKEN_REVOKE).await;
+    let refused = revoke_as(&mut h, &revoke_only, &admin_id, false)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    assert!(
+        validate(&mut h.client, &admin).await.is_ok(),
+        "the admin lives"
+    );
+    let newest = audit_trail(&mut h, &admin).await;
+    assert_eq!(newest[0].action, "token.revoke");
+    assert_eq!(newest[0].outcome, "denied");
+    // Within its own scope it revokes: a chat token, or itself.
+    let (chat_id, chat) = mint_as(&mut h, &admin, Permissions::CHAT_COMPLETIONS).await;
+    let denied_wider = Permissions::CHAT_COMPLETIONS | Permissions::TOKEN_REVOKE;
+    let (_, wide_revoker) = mint_as(&mut h, &admin, denied_wider).await;
+    revoke_as(&mut h, &wide_revoker, &chat_id, false)
+        .await
+        .unwrap();
+    assert_unauthenticated(&mut h.client, &chat).await;
+    let own_id = token_id_of(&revoke_only);
+    revoke_as(&mut h, &revoke_only, &own_id, false)
+        .await
+        .unwrap();
+    assert_unauthenticated(&mut h.client, &revoke_only).await;
 }

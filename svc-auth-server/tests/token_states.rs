@@ -52,6 +52,7 @@ async fn create_gives_a_valid_token_and_revoke_invalidates_it_at_once() {
     // valid -> revoked: RevokeToken; ValidateToken then returns Unauthenticated.
     let revoke = v1::RevokeTokenRequest {
         token_id: created.token_id.clone(),
+        keep_issued: false,
     };
     let revoked = h
         .client
@@ -203,6 +204,7 @@ async fn a_token_revoked_through_one_process_is_rejected_at_once_by_another() {
         .revoke_token(bearer(
             v1::RevokeTokenRequest {
                 token_id: created.token_id.clone(),
+                keep_issued: false,
             },
             &h.seed.admin_token,
         ))

@@ -59,3 +59,39 @@ async fn pausing_an_agent_stops_its_next_request_on_every_replica_and_resuming_l
         assert_eq!(refused.json()["error"]["code"], "AGENT_SUSPENDED");
     }
 }
+
+#[tokio::test]
+async fn revoking_an_issuer_stops_its_child_and_grandchild_on_every_replica() {
+    let stack = Stack::start(Script::Json(200, completion("hello"), vec![])).await;
+    let (a, b) = (stack.gateway(&[]).await, stack.gateway(&[]).await);
+    let http = client();
+    // CHAT_COMPLETIONS and TOKEN_CREATE: each can call and mint the next.
+    let minting = 1 | 1 << 1;
+    let (issuer_id, issuer) = stack.token_with(minting).await;
+    let (_, child) = stack.mint_as(&issuer, minting, None, None).await;
+    let (_, grandchild) = stack.mint_as(&child, 1, None, None).await;
+    let ask = |gateway: &svc_gateway::Running, token: &str| {
+        http::Request::post(format!("{}/v1/chat/completions", gateway.url()))
+            .header("authorization", format!("Bearer {token}"))
+            .header("x-svc-agent-id", stack.agent("active").to_string())
+            .header("content-type", "application/json")
+            .body(body(&json!({
+                "model": LIVE_MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+            })))
+            .unwrap()
+    };
+    for gateway in [&a, &b] {
+        for token in [&issuer, &child, &grandchild] {
+            assert_eq!(send(&http, ask(gateway, token)).await.status, 200);
+        }
+    }
+    stack.revoke(issuer_id).await;
+    for gateway in [&a, &b] {
+        for token in [&issuer, &child, &grandchild] {
+            let refused = send(&http, ask(gateway, token)).await;
+            assert_eq!(refused.status, 401, "{:?}", refused.body);
+            assert_eq!(refused.json()["error"]["code"], "INVALID_TOKEN");
+        }
+    }
+}

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use crate::metrics::AuthMetrics;
 use crate::pat::Pat;
-use crate::store::{Agent, AgentStatus, AuditAction, AuditEntry, NewToken, Store};
+use crate::store::{Agent, AgentStatus, AuditAction, AuditEntry, NewToken, Revocation, Store};
 use crate::verify::{ValidToken, Verifier};
 
 mod access;
@@ -236,12 +236,18 @@ impl<S: Store> AuthService for AuthApi<S> {
     ) -> Result<Response<v1::RevokeTokenResponse>, Status> {
         let admin = self.authorize(&REVOKE_TOKEN, request.metadata()).await?;
         self.audited(&REVOKE_TOKEN, &admin, async {
-            let token_id = parse_id("token_id", &request.get_ref().token_id)?;
+            let req = request.get_ref();
+            let token_id = parse_id("token_id", &req.token_id)?;
             let audit =
                 AuditEntry::ok(Some(admin.token_id), AuditAction::TokenRevoke).target(token_id);
+            let revocation = Revocation {
+                token_id,
+                keep_issued: req.keep_issued,
+                revoker: Some(admin.permissions),
+            };
             let revoked = self
                 .store()
-                .revoke_token(admin.org_id, token_id, Some(audit))
+                .revoke(admin.org_id, revocation, Some(audit))
                 .await
                 .map_err(|e| status::store_error(REVOKE_TOKEN.name, e))?
                 .ok_or_else(|| Status::permission_denied("no such token in the caller's org"))?;
@@ -249,11 +255,13 @@ impl<S: Store> AuthService for AuthApi<S> {
                 token_id = %token_id,
                 org_id = %admin.org_id,
                 revoked_by = %admin.token_id,
+                issued_revoked = revoked.issued.len(),
                 "token revoked"
             );
             Ok(v1::RevokeTokenResponse {
-                token_id: revoked.token_id.to_string(),
-                revoked_at: revoked.revoked_at.map(timestamp),
+                token_id: revoked.token.token_id.to_string(),
+                revoked_at: revoked.token.revoked_at.map(timestamp),
+                issued_revoked: revoked.issued.iter().map(Uuid::to_string).collect(),
             })
         })
         .await

@@ -74,6 +74,7 @@ pub(crate) fn store_error(operation: &'static str, error: StoreError) -> Status 
             Status::permission_denied(format!("the {reference} is not in the caller's org"))
         }
         StoreError::Precondition(why) => Status::failed_precondition(why),
+        StoreError::Forbidden(why) => Status::permission_denied(why),
         StoreError::AlreadyExists(what) => Status::already_exists(format!("the {what} exists")),
         other => internal(operation, &other),
     }

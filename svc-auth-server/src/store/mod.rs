@@ -20,6 +20,7 @@ mod driver_error;
 mod model;
 pub mod postgres;
 mod references;
+mod revocation;
 mod rows;
 pub mod sqlite;
 #[cfg(test)]
@@ -30,7 +31,7 @@ pub(crate) mod usage;
 pub use model::{
     Agent, AgentDetail, AgentStatus, AuditAction, AuditEntry, AuditEvent, AuditOutcome, AuditQuery,
     BootstrapOrg, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
-    TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
+    Revocation, Revoked, TokenLimits, TokenMetadata, TokenRecord, UnknownAgentStatus, User,
 };
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -52,6 +53,9 @@ pub enum StoreError {
     /// A row with this id exists already.
     #[error("the {0} already exists")]
     AlreadyExists(&'static str),
+    /// The caller may not do this to the row (a narrower token revoking a wider one).
+    #[error("{0}")]
+    Forbidden(&'static str),
     /// The change is not allowed from the row's current state (an archived agent moves no
     /// more; a token cannot bind an archived agent).
     #[error("{0}")]
@@ -190,15 +194,37 @@ pub trait Store: Clone + Send + Sync + 'static {
         audit: Option<AuditEntry>,
     ) -> impl Future<Output = Result<TokenMetadata, StoreError>> + Send;
 
-    /// Marks a token of `org_id` revoked (keeping the first revocation time) and returns it,
-    /// writing `audit` with it when given; `None` (and nothing written) if no such token is
-    /// visible in `org_id`.
+    /// Marks a token of `org_id` revoked (keeping the first revocation time) and, unless
+    /// `keep_issued`, every token it issued, transitively, in one transaction; writes `audit`
+    /// for the token named and one like it for each token revoked with it. `None` (and nothing
+    /// written) if no such token is visible in `org_id`.
+    fn revoke(
+        &self,
+        org_id: Uuid,
+        revocation: Revocation,
+        audit: Option<AuditEntry>,
+    ) -> impl Future<Output = Result<Option<Revoked>, StoreError>> + Send;
+
+    /// [`Store::revoke`] of one token and what it issued, checking no permissions; the token
+    /// as it is now.
     fn revoke_token(
         &self,
         org_id: Uuid,
         token_id: Uuid,
         audit: Option<AuditEntry>,
-    ) -> impl Future<Output = Result<Option<TokenMetadata>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<TokenMetadata>, StoreError>> + Send {
+        async move {
+            let revocation = Revocation {
+                token_id,
+                keep_issued: false,
+                revoker: None,
+            };
+            Ok(self
+                .revoke(org_id, revocation, audit)
+                .await?
+                .map(|revoked| revoked.token))
+        }
+    }
 
     /// Up to `limit` tokens of `org_id` ordered by `(created_at, token_id)`, after `after`.
     fn list_tokens(

@@ -351,6 +351,28 @@ pub struct Cursor {
     pub id: Uuid,
 }
 
+/// A revocation to carry out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Revocation {
+    /// The token to revoke.
+    pub token_id: Uuid,
+    /// Leave the tokens it issued valid (a deliberate rotation); by default they go with it.
+    pub keep_issued: bool,
+    /// The revoker's permissions: a target holding a bit outside them is refused
+    /// ([`StoreError::Forbidden`](super::StoreError::Forbidden)). `None` checks nothing.
+    pub revoker: Option<Permissions>,
+}
+
+/// What a revocation did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revoked {
+    /// The token named, as it is now.
+    pub token: TokenMetadata,
+    /// The tokens it issued, transitively, that this revocation revoked (those revoked already
+    /// are not listed).
+    pub issued: Vec<Uuid>,
+}
+
 /// What an administrative act did, as the audit trail names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AuditAction {
@@ -466,6 +488,15 @@ impl AuditEntry {
     pub fn detail(mut self, key: &str, value: impl Into<String>) -> AuditEntry {
         self.detail.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// An event like this one about another target (a token revoked with the one named).
+    pub fn about(&self, target: impl ToString) -> AuditEntry {
+        AuditEntry {
+            event_id: Uuid::now_v7(),
+            ..self.clone()
+        }
+        .target(target)
     }
 
     /// The detail as stored: a JSON object of strings.

@@ -42,11 +42,14 @@ pub enum TokenCommand {
         #[command(flatten)]
         output: OutputArgs,
     },
-    /// Revoke a token by id (revoking it again is not an error)
+    /// Revoke a token by id, and every token it issued (revoking it again is not an error)
     Revoke {
         /// The token's id
         #[arg(value_name = "TOKEN_ID", value_parser = uuid)]
         token_id: Uuid,
+        /// Keep the tokens it issued valid (a deliberate rotation)
+        #[arg(long)]
+        keep_issued: bool,
         /// `--json`.
         #[command(flatten)]
         output: OutputArgs,
@@ -199,6 +202,15 @@ mod tests {
             parse(&["revoke", &id.to_string()]).unwrap(),
             TokenCommand::Revoke {
                 token_id: id,
+                keep_issued: false,
+                output: OutputArgs::default(),
+            }
+        );
+        assert_eq!(
+            parse(&["revoke", &id.to_string(), "--keep-issued"]).unwrap(),
+            TokenCommand::Revoke {
+                token_id: id,
+                keep_issued: true,
                 output: OutputArgs::default(),
             }
         );

@@ -39,9 +39,14 @@ pub async fn run(admin: &Admin, command: TokenCommand) -> Result<String, Failure
                 .await?;
             Ok(output::listed(&tokens, next.as_deref(), output.format()))
         }
-        TokenCommand::Revoke { token_id, output } => {
+        TokenCommand::Revoke {
+            token_id,
+            keep_issued,
+            output,
+        } => {
             let request = RevokeTokenRequest {
                 token_id: token_id.to_string(),
+                keep_issued,
             };
             let revoked = admin
                 .call("RevokeToken", request, async |mut client, request| {

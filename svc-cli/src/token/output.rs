@@ -122,11 +122,21 @@ pub(crate) fn listed(tokens: &[TokenMetadata], next: Option<&str>, format: Forma
 pub(crate) fn revoked(revoked: &RevokeTokenResponse, format: Format) -> String {
     let at = time(revoked.revoked_at.as_ref());
     match format {
-        Format::Json => json_line(&json!({"token_id": revoked.token_id, "revoked_at": at})),
-        Format::Human => format!(
-            "revoked {} at {}\n",
-            revoked.token_id,
-            at.as_deref().unwrap_or("-")
-        ),
+        Format::Json => json_line(&json!({
+            "token_id": revoked.token_id,
+            "revoked_at": at,
+            "issued_revoked": revoked.issued_revoked,
+        })),
+        Format::Human => {
+            let mut out = format!(
+                "revoked {} at {}\n",
+                revoked.token_id,
+                at.as_deref().unwrap_or("-")
+            );
+            for issued in &revoked.issued_revoked {
+                out.push_str(&format!("revoked {issued} with it\n"));
+            }
+            out
+        }
     }
 }

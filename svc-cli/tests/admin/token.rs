@@ -161,3 +161,49 @@ async fn a_flag_is_never_taken_as_a_value() {
         "{listed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_takes_what_the_token_issued_unless_kept() {
+    let auth = auth_server().await;
+    let addr = auth.server.grpc_addr;
+    let admin = vars(addr, &auth.seed.admin_token);
+    let mint = |env: Vec<(&'static str, String)>| async move {
+        let args = [
+            "token",
+            "create",
+            "--permissions",
+            "chat,token_create",
+            "--json",
+        ];
+        json(&svc(&args, &env).await)
+    };
+    let issuer = mint(admin.clone()).await;
+    let issuer_token = issuer["token"].as_str().unwrap().to_owned();
+    let child = mint(vars(addr, &issuer_token)).await;
+    let child_id = child["token_id"].as_str().unwrap();
+
+    let issuer_id = issuer["token_id"].as_str().unwrap();
+    let revoked = json(&svc(&["token", "revoke", issuer_id, "--json"], &admin).await);
+    assert_eq!(revoked["issued_revoked"], serde_json::json!([child_id]));
+    assert_eq!(
+        validate(addr, child["token"].as_str().unwrap()).await,
+        Err(Code::Unauthenticated)
+    );
+
+    let kept_issuer = mint(admin.clone()).await;
+    let kept_child = mint(vars(addr, kept_issuer["token"].as_str().unwrap())).await;
+    let kept_id = kept_issuer["token_id"].as_str().unwrap();
+    let revoked = json(
+        &svc(
+            &["token", "revoke", kept_id, "--keep-issued", "--json"],
+            &admin,
+        )
+        .await,
+    );
+    assert_eq!(revoked["issued_revoked"], serde_json::json!([]));
+    assert!(
+        validate(addr, kept_child["token"].as_str().unwrap())
+            .await
+            .is_ok()
+    );
+}

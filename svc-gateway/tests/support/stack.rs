@@ -108,6 +108,19 @@ impl Stack {
         rpm_limit: Option<u32>,
         tpm_limit: Option<u64>,
     ) -> (Uuid, String) {
+        let admin = self.seed.admin_token.clone();
+        self.mint_as(&admin, permissions, rpm_limit, tpm_limit)
+            .await
+    }
+
+    /// A token with `permissions` minted by `issuer` (which needs TOKEN_CREATE).
+    pub async fn mint_as(
+        &self,
+        issuer: &str,
+        permissions: i64,
+        rpm_limit: Option<u32>,
+        tpm_limit: Option<u64>,
+    ) -> (Uuid, String) {
         let mut client = self.admin_client().await;
         let mut request = tonic::Request::new(CreateTokenRequest {
             org_id: self.seed.org_id.to_string(),
@@ -119,10 +132,9 @@ impl Stack {
             rpm_limit,
             tpm_limit,
         });
-        request.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
-        );
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {issuer}").parse().unwrap());
         let created = client
             .create_token(request)
             .await
@@ -135,6 +147,7 @@ impl Stack {
         let mut client = self.admin_client().await;
         let mut request = tonic::Request::new(RevokeTokenRequest {
             token_id: token_id.to_string(),
+            keep_issued: false,
         });
         request.metadata_mut().insert(
             "authorization",

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::{map_error, map_insert_error};
 use crate::store::agent_moves::AgentStatements;
 use crate::store::references::check_token_references;
+use crate::store::revocation::RevocationStatements;
 use crate::store::rows::{AGENT_DETAIL_COLUMNS, AUDIT_COLUMNS, TOKEN_COLUMNS, USER_COLUMNS};
 use crate::store::{
     AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, Cursor, NewAgent,
@@ -316,3 +317,64 @@ impl AgentStatements for PgConnection {
         insert_audit(self, org_id, audit).await
     }
 }
+
+impl RevocationStatements for PgConnection {
+    async fn token(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Option<TokenMetadata>, StoreError> {
+        let row: Option<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = $1 AND token_id = $2"
+        ))
+        .bind(org_id)
+        .bind(token_id)
+        .fetch_optional(self)
+        .await
+        .map_err(map_error)?;
+        row.map(TokenMetadata::try_from).transpose()
+    }
+
+    async fn mark_revoked(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<TokenMetadata, StoreError> {
+        let row: TokenRow = sqlx::query_as(&format!(
+            "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
+             WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
+        ))
+        .bind(org_id)
+        .bind(token_id)
+        .fetch_one(self)
+        .await
+        .map_err(map_error)?;
+        TokenMetadata::try_from(row)
+    }
+
+    async fn revoke_issued(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        sqlx::query_scalar(ISSUED_TREE_REVOKE)
+            .bind(org_id)
+            .bind(token_id)
+            .fetch_all(self)
+            .await
+            .map_err(map_error)
+    }
+}
+
+/// Revokes the tokens under an issuer that are not revoked yet, walking the issuer tree within
+/// the org (a child always names an issuer of its own org, so the walk never leaves it).
+const ISSUED_TREE_REVOKE: &str = "\
+    WITH RECURSIVE issued (token_id) AS ( \
+        SELECT token_id FROM tokens WHERE org_id = $1 AND issuer_token_id = $2 \
+        UNION \
+        SELECT t.token_id FROM tokens AS t JOIN issued AS i ON t.issuer_token_id = i.token_id \
+        WHERE t.org_id = $1 \
+    ) \
+    UPDATE tokens SET revoked_at = now() \
+    WHERE org_id = $1 AND revoked_at IS NULL AND token_id IN (SELECT token_id FROM issued) \
+    RETURNING token_id";

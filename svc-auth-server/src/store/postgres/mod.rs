@@ -16,12 +16,13 @@ use uuid::Uuid;
 use super::agent_moves::{AgentStatements, move_agent, stored_status};
 use super::driver_error;
 use super::references::ReferenceLookups;
+use super::revocation;
 use super::rows::{AGENT_COLUMNS, TOKEN_COLUMNS};
 use super::timer::QueryTimer;
 use super::{
     Agent, AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, BoxFuture,
-    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata,
-    TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
+    Cursor, NewAgent, NewToken, NewUser, Organization, Revocation, Revoked, Store, StoreError,
+    TokenMetadata, TokenRecord, UsageGroup, UsageQuery, UsageTotals, User,
 };
 
 mod admin;
@@ -310,29 +311,14 @@ impl Store for PgStore {
         .await
     }
 
-    async fn revoke_token(
+    async fn revoke(
         &self,
         org_id: Uuid,
-        token_id: Uuid,
+        revocation: Revocation,
         audit: Option<AuditEntry>,
-    ) -> Result<Option<TokenMetadata>, StoreError> {
+    ) -> Result<Option<Revoked>, StoreError> {
         self.in_tenant(org_id, |tx| {
-            Box::pin(async move {
-                let row: Option<TokenRow> = sqlx::query_as(&format!(
-                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, now()) \
-                     WHERE org_id = $1 AND token_id = $2 RETURNING {TOKEN_COLUMNS}"
-                ))
-                .bind(org_id)
-                .bind(token_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(map_error)?;
-                let Some(row) = row else {
-                    return Ok(None);
-                };
-                tx.maybe_audit(org_id, audit.as_ref()).await?;
-                TokenMetadata::try_from(row).map(Some)
-            })
+            Box::pin(revocation::revoke(tx, org_id, revocation, audit))
         })
         .await
     }

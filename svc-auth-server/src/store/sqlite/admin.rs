@@ -6,14 +6,17 @@ use uuid::Uuid;
 
 use super::{map_error, map_insert_error, now_micros, to_micros};
 use crate::store::agent_moves::AgentStatements;
+use crate::store::revocation::RevocationStatements;
+use crate::store::rows::TOKEN_COLUMNS;
 use crate::store::rows::{AGENT_DETAIL_COLUMNS, AUDIT_COLUMNS, StoredTime, USER_COLUMNS};
 use crate::store::{
     AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, Cursor, NewAgent,
-    NewUser, Organization, StoreError, User,
+    NewUser, Organization, StoreError, TokenMetadata, User,
 };
 
 // The shared rows, with SQLite's integer-microsecond time columns.
 type AgentDetailRow = crate::store::rows::AgentDetailRow<i64>;
+type TokenRow = crate::store::rows::TokenRow<i64>;
 type UserRow = crate::store::rows::UserRow<i64>;
 type AuditRow = crate::store::rows::AuditRow<i64>;
 
@@ -287,3 +290,58 @@ impl AgentStatements for SqliteConnection {
         insert_audit(self, org_id, audit).await
     }
 }
+
+impl RevocationStatements for SqliteConnection {
+    async fn token(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Option<TokenMetadata>, StoreError> {
+        let row: Option<TokenRow> = sqlx::query_as(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE org_id = ?1 AND token_id = ?2"
+        ))
+        .bind(org_id)
+        .bind(token_id)
+        .fetch_optional(self)
+        .await
+        .map_err(map_error)?;
+        row.map(TokenMetadata::try_from).transpose()
+    }
+
+    async fn mark_revoked(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<TokenMetadata, StoreError> {
+        super::tenant::revoke_token(self, org_id, token_id)
+            .await?
+            .ok_or_else(|| StoreError::Query("the token vanished".into()))
+    }
+
+    async fn revoke_issued(
+        &mut self,
+        org_id: Uuid,
+        token_id: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        sqlx::query_scalar(ISSUED_TREE_REVOKE)
+            .bind(org_id)
+            .bind(token_id)
+            .bind(now_micros())
+            .fetch_all(self)
+            .await
+            .map_err(map_error)
+    }
+}
+
+/// Revokes the tokens under an issuer that are not revoked yet, walking the issuer tree within
+/// the org.
+const ISSUED_TREE_REVOKE: &str = "\
+    WITH RECURSIVE issued (token_id) AS ( \
+        SELECT token_id FROM tokens WHERE org_id = ?1 AND issuer_token_id = ?2 \
+        UNION \
+        SELECT t.token_id FROM tokens AS t JOIN issued AS i ON t.issuer_token_id = i.token_id \
+        WHERE t.org_id = ?1 \
+    ) \
+    UPDATE tokens SET revoked_at = ?3 \
+    WHERE org_id = ?1 AND revoked_at IS NULL AND token_id IN (SELECT token_id FROM issued) \
+    RETURNING token_id";

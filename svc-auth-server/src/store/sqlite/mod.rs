@@ -29,11 +29,12 @@ use uuid::Uuid;
 use super::agent_moves::{AgentStatements, move_agent};
 use super::driver_error;
 use super::references::ReferenceLookups;
+use super::revocation;
 use super::timer::QueryTimer;
 use super::{
     Agent, AgentDetail, AgentStatus, AuditEntry, AuditEvent, AuditQuery, BootstrapOrg, BoxFuture,
-    Cursor, NewAgent, NewToken, NewUser, Organization, Store, StoreError, TokenMetadata,
-    TokenRecord, UsageQuery, UsageTotals, User,
+    Cursor, NewAgent, NewToken, NewUser, Organization, Revocation, Revoked, Store, StoreError,
+    TokenMetadata, TokenRecord, UsageQuery, UsageTotals, User,
 };
 
 mod admin;
@@ -327,22 +328,14 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn revoke_token(
+    async fn revoke(
         &self,
         org_id: Uuid,
-        token_id: Uuid,
+        revocation: Revocation,
         audit: Option<AuditEntry>,
-    ) -> Result<Option<TokenMetadata>, StoreError> {
-        self.in_write(|tx| {
-            Box::pin(async move {
-                let Some(revoked) = tenant::revoke_token(tx, org_id, token_id).await? else {
-                    return Ok(None);
-                };
-                tx.maybe_audit(org_id, audit.as_ref()).await?;
-                Ok(Some(revoked))
-            })
-        })
-        .await
+    ) -> Result<Option<Revoked>, StoreError> {
+        self.in_write(|tx| Box::pin(revocation::revoke(tx, org_id, revocation, audit)))
+            .await
     }
 
     async fn list_tokens(
