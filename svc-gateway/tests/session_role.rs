@@ -133,3 +133,75 @@ async fn the_gateway_role_records_sessions_and_cannot_touch_tokens() {
     );
     store.pool().close().await;
 }
+
+/// The README's statements for the gateway's database user, in the order written.
+fn documented_gateway_user() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("the README");
+    let mut lines = readme
+        .lines()
+        .skip_while(|l| l.trim() != "## Running in production");
+    lines
+        .find(|l| l.trim() == "```sql")
+        .expect("a sql block under Running in production");
+    lines
+        .take_while(|l| l.trim() != "```")
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_documented_gateway_user_becomes_svc_gateway_and_nothing_else() {
+    let (db, seed) = seeded().await;
+    let statements = documented_gateway_user();
+    assert_eq!(statements.len(), 2, "{statements:?}");
+    // Roles are cluster-wide and tests run at once: the same statements, under a name of this
+    // test's own.
+    let name = format!("svc_gw_{}", Uuid::new_v4().simple());
+    let owner = sqlx::PgPool::connect(db.url()).await.unwrap();
+    for statement in &statements {
+        let statement = statement
+            .replace("svc_gateway_login", &name)
+            .replace("'change-me'", "'s3cret-test'");
+        owner.execute(statement.as_str()).await.expect(&statement);
+    }
+    let options: sqlx::postgres::PgConnectOptions = db.url().parse().unwrap();
+    let dsn = format!(
+        "postgres://{name}:s3cret-test@{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        db.name()
+    );
+
+    // The gateway's own pool: SET ROLE svc_gateway, and sessions record.
+    let store = SessionStore::connect_lazy(&dsn).expect("valid DSN");
+    store
+        .record(seed.org_id, None, "sess-login", &checkpoint())
+        .await
+        .expect("the session records as the documented user");
+
+    // The user itself: no other role to become, no token to read.
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&dsn)
+        .await
+        .unwrap();
+    let admin = Pat::parse(&seed.admin_token).unwrap().token_id();
+    for sql in [
+        "SET ROLE svc_app".to_owned(),
+        "SELECT secret_hash FROM tokens".to_owned(),
+        "SELECT token_id FROM tokens".to_owned(),
+        format!("SELECT * FROM token_for_validation('{admin}')"),
+    ] {
+        let error = conn.execute(sql.as_str()).await.expect_err(&sql);
+        let code = error
+            .as_database_error()
+            .and_then(|e| e.code().map(|c| c.into_owned()));
+        assert_eq!(code.as_deref(), Some("42501"), "{sql}: {error}");
+    }
+    drop(conn);
+    store.pool().close().await;
+    owner
+        .execute(format!("DROP OWNED BY {name}; DROP ROLE {name}").as_str())
+        .await
+        .ok();
+}
