@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use svc_proto::v1;
 use svc_proto::v1::auth_service_server::AuthService;
 use svc_proto::v1::{
     CreateTokenRequest, CreateTokenResponse, GetUsageRequest, GetUsageResponse, ListTokensRequest,
@@ -137,5 +138,56 @@ impl AuthService for Scripted {
         request: Request<GetUsageRequest>,
     ) -> Result<Response<GetUsageResponse>, Status> {
         Err(self.unserved(Method::GetUsage, &request))
+    }
+
+    // The agent, user and audit calls are not scripted: the gateway never makes them.
+
+    async fn create_agent(
+        &self,
+        _request: Request<v1::CreateAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn get_agent(
+        &self,
+        _request: Request<v1::GetAgentRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_agents(
+        &self,
+        _request: Request<v1::ListAgentsRequest>,
+    ) -> Result<Response<v1::ListAgentsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn set_agent_status(
+        &self,
+        _request: Request<v1::SetAgentStatusRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn create_user(
+        &self,
+        _request: Request<v1::CreateUserRequest>,
+    ) -> Result<Response<v1::User>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_users(
+        &self,
+        _request: Request<v1::ListUsersRequest>,
+    ) -> Result<Response<v1::ListUsersResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_audit_events(
+        &self,
+        _request: Request<v1::ListAuditEventsRequest>,
+    ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
+        Err(Status::unimplemented("not scripted"))
     }
 }
