@@ -121,8 +121,10 @@ impl Server {
             .http2_keepalive_interval(Some(GRPC_KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(GRPC_KEEPALIVE_TIMEOUT));
         if let Some(files) = &config.grpc_tls {
+            let tls =
+                crate::tls::server_config(files)?.timeout(config.grpc_listener.handshake_timeout);
             builder = builder
-                .tls_config(crate::tls::server_config(files)?)
+                .tls_config(tls)
                 .map_err(|e| StartError::Tls(e.to_string()))?;
         }
 
@@ -163,7 +165,15 @@ impl Server {
                 Ok(request)
             },
         );
-        let incoming = crate::incoming::capped(grpc_listener, config.http.max_connections);
+        let incoming = crate::incoming::capped(
+            grpc_listener,
+            crate::incoming::Limits {
+                max_connections: config.grpc_listener.max_connections,
+                per_address: config.http.max_connections_per_address,
+                handshake_timeout: config.grpc_listener.handshake_timeout,
+                write_timeout: config.http.write_timeout,
+            },
+        );
         let grpc = tokio::spawn(
             builder
                 .layer(ReportLayer::new(config.sentry_dsn.is_some()))

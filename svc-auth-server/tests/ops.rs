@@ -197,7 +197,7 @@ async fn shutdown_reports_not_serving_to_health_watchers_first_and_fails_ready()
 #[tokio::test]
 async fn grpc_connections_past_the_cap_wait_while_the_others_are_served() {
     // Two: the harness's own client holds one connection, `first` the other.
-    let h = start_with(|config| config.http.max_connections = 2).await;
+    let h = start_with(|config| config.grpc_listener.max_connections = 2).await;
     let check = |channel: tonic::transport::Channel| async move {
         HealthClient::new(channel)
             .check(HealthCheckRequest {

@@ -30,6 +30,7 @@ use svc_tower::request_id::RequestIdLayer;
 use svc_tower::store::{RedisPool, StoreError};
 use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::config::Config;
 use crate::forward::Forward;
@@ -343,6 +344,9 @@ impl Gateway {
                     ServiceBuilder::new()
                         // Sessions first: every answer, rejections included, echoes the id.
                         .layer(axum::middleware::from_fn(session::session_layer))
+                        // A body that stops arriving is a 408 when the handler reads it, so a
+                        // trickle cannot hold the connection.
+                        .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
                         // A declared oversize body is refused before any I/O, a streamed one as
                         // the handler reads it.
                         .layer(BodyLimitLayer::new(config.max_request_body_bytes))

@@ -71,6 +71,10 @@ impl<B> Service<Request<B>> for Forward {
         // The request span's id and sampling decision, when trace export put them there.
         let trace_parent = request.extensions().get::<TraceParent>().copied();
         let anthropic_beta = request.headers().get("anthropic-beta").cloned();
+        let org_id = request
+            .extensions()
+            .get::<svc_tower::context::OrgContext>()
+            .map(|org| org.org_id);
         let registry = self.registry.clone();
         let docs_base = self.docs_base.clone();
         let drain = self.drain.clone();
@@ -86,6 +90,7 @@ impl<B> Service<Request<B>> for Forward {
                 trace_id,
                 trace_parent,
                 anthropic_beta,
+                org_id,
             };
             let waited = std::time::Instant::now();
             let reply = registry.complete(&chat, &call).await;

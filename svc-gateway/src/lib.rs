@@ -28,6 +28,7 @@ pub mod server;
 pub mod session;
 pub mod sse;
 pub mod telemetry;
+pub mod token_estimate;
 pub mod token_limit;
 pub mod usage;
 pub mod validate;

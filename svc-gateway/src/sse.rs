@@ -12,6 +12,10 @@
 //! then fail on its JSON and never reach the error event. So a failure drops the unfinished
 //! tail and the error event follows whole events only.
 //!
+//! No event is held longer than [`MAX_EVENT_BYTES`]: an event still unfinished past it ends
+//! the stream with the error event, so a provider (or a proxy on the way) cannot make the
+//! gateway buffer without bound. Each frame is scanned for boundaries once.
+//!
 //! Events are passed through as the provider wrote them, `event:` lines included. Those that
 //! report usage are read on the way (see [`crate::usage`]); the usage chunk the gateway asked
 //! for on the client's behalf is dropped. The usage is reported when the stream ends, however
@@ -33,9 +37,9 @@ use crate::usage::{self, Report, UsageReporter};
 /// `X-Accel-Buffering`: tells nginx-style proxies in front not to buffer the stream.
 pub static X_ACCEL_BUFFERING: http::HeaderName = http::HeaderName::from_static("x-accel-buffering");
 
-/// The most bytes held back waiting for an event's end. A provider that never ends an event
-/// is passed through as is past this, rather than held in memory.
-pub const MAX_UNFINISHED_EVENT_BYTES: usize = 1024 * 1024;
+/// The longest event taken from a provider. One still unfinished past this ends the stream
+/// with the error event instead of being held.
+pub const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// A provider event stream as an HTTP body.
 pub struct SseBody {
@@ -163,11 +167,27 @@ impl SseBody {
         // A boundary may straddle the previous tail and this frame.
         let search_from = self.unfinished.len().saturating_sub(3);
         self.unfinished.extend_from_slice(&data);
-        if self.unfinished.len() > MAX_UNFINISHED_EVENT_BYTES {
-            return Some(self.unfinished.split().freeze());
-        }
         let end = last_boundary_end(&self.unfinished[search_from..])? + search_from;
         Some(self.unfinished.split_to(end).freeze())
+    }
+
+    /// Ends the stream with the error event, after `events` (the whole events before it).
+    fn fail(&mut self, events: Option<Bytes>, error: &ProviderError) -> Bytes {
+        tracing::warn!(error = %error, "provider stream ended with an error");
+        let event = self.error_event(error);
+        self.events = None;
+        // Give the memory back, not only the length.
+        self.unfinished = BytesMut::new();
+        self.finish();
+        match events.filter(|e| !e.is_empty()) {
+            None => event,
+            Some(events) => {
+                let mut both = BytesMut::with_capacity(events.len() + event.len());
+                both.extend_from_slice(&events);
+                both.extend_from_slice(&event);
+                both.freeze()
+            }
+        }
     }
 }
 
@@ -192,16 +212,21 @@ fn split_events(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// Where the first blank line in `data` ends.
+/// Where the first blank line in `data` (`\n\n`, `\r\n\r\n` or `\r\r`) ends, in one pass.
 pub(crate) fn first_boundary_end(data: &[u8]) -> Option<usize> {
-    [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
-        .into_iter()
-        .filter_map(|blank| {
-            data.windows(blank.len())
-                .position(|w| w == blank)
-                .map(|at| at + blank.len())
-        })
-        .min()
+    let mut at = 0;
+    while let Some(offset) = data[at..].iter().position(|b| *b == b'\n' || *b == b'\r') {
+        let i = at + offset;
+        let rest = &data[i..];
+        if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
+            return Some(i + 2);
+        }
+        if rest.starts_with(b"\r\n\r\n") {
+            return Some(i + 4);
+        }
+        at = i + 1;
+    }
+    None
 }
 
 /// The `data:` lines of one event, joined as SSE joins them.
@@ -224,14 +249,15 @@ fn ends_on_boundary(data: &[u8]) -> bool {
 
 /// Where the last blank line (the end of an event) in `data` ends.
 fn last_boundary_end(data: &[u8]) -> Option<usize> {
-    [&b"\n\n"[..], b"\r\n\r\n", b"\r\r"]
-        .into_iter()
-        .filter_map(|blank| {
-            data.windows(blank.len())
-                .rposition(|w| w == blank)
-                .map(|at| at + blank.len())
-        })
-        .max()
+    let mut end = data.len();
+    while let Some(i) = data[..end].iter().rposition(|b| *b == b'\n' || *b == b'\r') {
+        let upto = &data[..=i];
+        if upto.ends_with(b"\n\n") || upto.ends_with(b"\r\r") || upto.ends_with(b"\r\n\r\n") {
+            return Some(i + 1);
+        }
+        end = i;
+    }
+    None
 }
 
 impl Body for SseBody {
@@ -258,17 +284,21 @@ impl Body for SseBody {
                     return Poll::Ready(tail.map(|t| Ok(Frame::data(t))));
                 }
                 Poll::Ready(Some(Ok(data))) => {
-                    if let Some(events) = self.complete_events(data).and_then(|e| self.observe(e)) {
-                        self.sent_bytes += events.len() as u64;
+                    let events = self.complete_events(data).and_then(|e| self.observe(e));
+                    self.sent_bytes += events.as_ref().map_or(0, |e| e.len() as u64);
+                    if self.unfinished.len() > MAX_EVENT_BYTES {
+                        let error = ProviderError::Unavailable {
+                            reason: ProviderError::EVENT_TOO_LONG,
+                        };
+                        let out = self.fail(events, &error);
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
+                    }
+                    if let Some(events) = events {
                         return Poll::Ready(Some(Ok(Frame::data(events))));
                     }
                 }
                 Poll::Ready(Some(Err(error))) => {
-                    tracing::warn!(error = %error, "provider stream ended with an error");
-                    let event = self.error_event(&error);
-                    self.events = None;
-                    self.unfinished.clear();
-                    self.finish();
+                    let event = self.fail(None, &error);
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
             }
@@ -372,13 +402,35 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_endless_event_is_not_held_past_the_bound() {
-        let huge: &'static str = "x".repeat(MAX_UNFINISHED_EVENT_BYTES).leak();
-        let mut b = body(vec![Ok("data: "), Ok(huge), Ok("\n\n")]);
+    async fn an_event_over_the_bound_ends_the_stream_with_the_error_event() {
+        let huge: &'static str = "x".repeat(MAX_EVENT_BYTES).leak();
+        let mut b = body(vec![
+            Ok("data: 1\n\ndata: "),
+            Ok(huge),
+            Ok("\n\ndata: never\n\n"),
+        ]);
         let first = b.frame().await.unwrap().unwrap().into_data().unwrap();
-        assert_eq!(first.len(), MAX_UNFINISHED_EVENT_BYTES + "data: ".len());
-        let second = b.frame().await.unwrap().unwrap().into_data().unwrap();
-        assert_eq!(second, "\n\n");
+        assert_eq!(first, "data: 1\n\n");
+        let last = b.frame().await.unwrap().unwrap().into_data().unwrap();
+        let last = std::str::from_utf8(&last).unwrap();
+        assert!(last.starts_with("data: {\"error\""), "{}", &last[..40]);
+        assert!(!last.contains("xxx"));
+        assert!(b.frame().await.is_none());
+        assert_eq!(b.unfinished.capacity(), 0);
+    }
+
+    #[test]
+    fn boundaries_are_found_in_one_pass() {
+        for (data, end) in [
+            (&b"data: 1\n\n"[..], Some(9)),
+            (b"a\r\n\r\nb", Some(5)),
+            (b"a\r\rb", Some(3)),
+            (b"a\r\n\nb", Some(4)),
+            (b"a\r\nb\n", None),
+            (b"", None),
+        ] {
+            assert_eq!(first_boundary_end(data), end, "{data:?}");
+        }
     }
 
     #[tokio::test]

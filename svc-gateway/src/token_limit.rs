@@ -4,12 +4,15 @@
 //! The allowance itself (atomic, shared by every replica) is svc-tower's
 //! [`TokenBudgetStore`]; this module decides how much to reserve and how much was used:
 //!
-//! - the estimate is the prompt (a quarter of its text's characters, rounded up, plus 4 per
-//!   message or input) and the completion (`max_completion_tokens`, `max_tokens` or
-//!   `max_output_tokens`, else `SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS`);
+//! - the estimate is every part of the request a provider bills (see
+//!   [`crate::token_estimate`]: all text, tools and schemas, images, token ids) and `n` times
+//!   the completion cap (`max_completion_tokens`, `max_tokens` or `max_output_tokens`, else
+//!   `SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS`);
 //! - the settlement is the provider's reported usage (for a stream, its usage chunk); a stream
 //!   that ended before reporting it is charged its prompt estimate plus a quarter of the event
-//!   bytes it sent; a call no provider answered is charged nothing.
+//!   bytes it sent; a call no provider answered is charged nothing. A call that used more than
+//!   it reserved owes the difference, but the debt never reaches past one window of the
+//!   limit: the org waits at most a minute, never an hour.
 //!
 //! The org's limit is `SVC_RATE_LIMIT_TPM`; a token's own comes from ValidateToken. Like the
 //! request limit, a store that fails or is slow fails open.
@@ -22,6 +25,7 @@ use svc_tower::context::OrgContext;
 use svc_tower::rate_limit::{TokenBudget, TokenBudgetStore, TokenDecision};
 
 use crate::request::ApiRequest;
+use crate::token_estimate;
 use crate::usage::Report;
 
 /// Completion tokens reserved for a request that names no maximum.
@@ -82,9 +86,10 @@ impl TokenLimiter {
 
     /// The prompt and completion estimate of `api`.
     pub fn estimate(&self, api: &ApiRequest) -> (u64, u64) {
-        let chars: usize = api.texts().iter().map(|t| t.chars().count()).sum();
-        let prompt = (chars as u64).div_ceil(4) + 4 * api.message_count as u64;
-        (prompt, api.max_tokens.unwrap_or(self.default_completion))
+        let prompt = token_estimate::prompt_tokens(&api.json, api.message_count);
+        let completion =
+            token_estimate::completion_tokens(&api.json, api.max_tokens, self.default_completion);
+        (prompt, completion)
     }
 
     /// Reserves `api`'s estimate for `org`; `None` when no limit applies. A store that fails

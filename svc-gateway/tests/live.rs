@@ -335,3 +335,56 @@ async fn a_stalled_stream_ends_with_a_timeout_event() {
         "the stream ends"
     );
 }
+
+#[tokio::test]
+async fn an_upstream_event_over_one_mib_ends_the_stream_with_the_error_event() {
+    // One event of 48 MiB, as in the report, in 64 KiB frames after a normal chunk.
+    let piece = "x".repeat(64 * 1024);
+    let mut before = vec![
+        chunk("Hel"),
+        "data: {\"choices\": [{\"delta\": {\"content\": \"".to_owned(),
+    ];
+    before.extend(std::iter::repeat_n(piece, 48 * 16));
+    let huge: usize = before.iter().map(String::len).sum();
+    let script = Script::Stream {
+        before,
+        after: vec![],
+        fail: false,
+    };
+    let env = Env::live(script, &[]).await;
+    let body = json!({"model": LIVE_MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let response = open(&env.client, env.chat(&body).body(json_body(&body)).unwrap()).await;
+    let mut body = response.into_body();
+    let mut received = Vec::new();
+    while let Some(data) = tokio::time::timeout(WITHIN * 2, next_data(&mut body))
+        .await
+        .expect("the stream ends")
+    {
+        received.extend_from_slice(&data);
+    }
+    let text = String::from_utf8(received).unwrap();
+    assert!(
+        text.starts_with(&chunk("Hel")),
+        "{}",
+        &text[..80.min(text.len())]
+    );
+    assert!(
+        !text.contains("xxxx"),
+        "a fragment of the long event reached the client"
+    );
+    let event = text[chunk("Hel").len()..]
+        .trim_end()
+        .strip_prefix("data: ")
+        .expect("one final data event");
+    let json: serde_json::Value = serde_json::from_str(event).unwrap();
+    assert_eq!(json["error"]["code"], "PROVIDER_UNAVAILABLE");
+    // The gateway stopped reading about 1 MiB in: the rest stayed with the upstream.
+    tokio::time::timeout(WITHIN, env.upstream().stream_dropped())
+        .await
+        .expect("the gateway dropped the upstream stream");
+    let streamed = env.upstream().streamed_bytes();
+    assert!(
+        streamed < huge / 4,
+        "the upstream sent {streamed} of {huge} bytes"
+    );
+}

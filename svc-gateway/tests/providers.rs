@@ -287,7 +287,7 @@ async fn no_fallback_once_a_stream_has_started() {
 }
 
 #[tokio::test]
-async fn the_breaker_opens_skips_lets_one_probe_through_and_closes() {
+async fn the_breaker_skips_a_failing_target_then_lets_one_call_through_after_the_cooldown() {
     let error = json!({"error": {"message": "down"}});
     let a = Upstream::start(Script::Json(500, error, vec![])).await;
     let b = Upstream::start(Script::Json(200, completion("from b"), vec![])).await;
@@ -301,13 +301,15 @@ async fn the_breaker_opens_skips_lets_one_probe_through_and_closes() {
         );
     }
     assert_eq!(a.seen().len(), 2);
+    // One org failed alone: it is shut out of a, the breaker stays closed for the others
+    // (see one_orgs_timeouts_do_not_open_the_breaker_for_another_org).
     assert!(
         metrics(&env)
             .await
-            .contains("svc_provider_breakers_open{provider=\"a\"} 1")
+            .contains("svc_provider_breakers_open{provider=\"a\"} 0")
     );
 
-    // Open: a is skipped.
+    // Shut out: a is skipped for this org.
     assert_eq!(
         env.send_chat(chat_body("m")).await.json(),
         completion("from b")
@@ -393,5 +395,92 @@ fn a_bad_registry_file_stops_the_binary_with_one_line() {
             "error: SVC_PROVIDERS_FILE: {}: providers[0]: unknown kind \"x\" (openai, anthropic or mock)",
             path.display()
         )
+    );
+}
+
+/// A chat call of `seed`'s org, through `gateway`, to model `m`.
+async fn chat_as(
+    gateway: &svc_gateway::Running,
+    seed: &svc_auth_server::seed::SeedOutput,
+) -> Reply {
+    let agent = seed
+        .agents
+        .iter()
+        .find(|a| a.status == "active")
+        .expect("an active agent");
+    let body = chat_body("m");
+    let request = Request::post(format!("{}/v1/chat/completions", gateway.url()))
+        .header("authorization", format!("Bearer {}", seed.chat_token))
+        .header("x-svc-agent-id", agent.agent_id.to_string())
+        .header("content-type", "application/json")
+        .body(json_body(&body))
+        .unwrap();
+    send(&support::client(), request).await
+}
+
+#[tokio::test]
+async fn one_orgs_timeouts_do_not_open_the_breaker_for_another_org() {
+    // Two orgs on the real auth server, one target whose breaker opens after three failures.
+    let stack = support::stack::Stack::start(Script::Hang).await;
+    let other = stack.other_org().await;
+    let file = format!(
+        r#"
+[[providers]]
+name = "a"
+kind = "openai"
+base_url = "{}"
+api_key_env = "{KEY_VAR}"
+timeout = "300ms"
+breaker_failures = 3
+breaker_cooldown = "60s"
+
+[[models]]
+name = "m"
+targets = ["a"]
+"#,
+        stack.upstream.base_url()
+    );
+    let dir = TempDir::create();
+    let path = dir.path().join("providers.toml");
+    std::fs::write(&path, file).unwrap();
+    let path = path.to_str().unwrap().to_owned();
+    let gateway = support::start(support::config(
+        stack.auth_proxy.addr(),
+        &[("SVC_PROVIDERS_FILE", path.as_str()), (KEY_VAR, KEY)],
+    ))
+    .await;
+
+    // The first org's calls time out, three times: the breaker's threshold.
+    for _ in 0..3 {
+        assert_envelope(
+            &chat_as(&gateway, &stack.seed).await,
+            504,
+            "PROVIDER_TIMEOUT",
+        );
+    }
+    stack
+        .upstream
+        .set(Script::Json(200, completion("still up"), vec![]));
+
+    // The other org still reaches the target...
+    let reply = chat_as(&gateway, &other).await;
+    assert_eq!(
+        reply.status,
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.json(), completion("still up"));
+    // ...while the org that failed alone sits out the cool-down.
+    let seen = stack.upstream.seen().len();
+    assert_envelope(
+        &chat_as(&gateway, &stack.seed).await,
+        503,
+        "PROVIDER_UNAVAILABLE",
+    );
+    assert_eq!(
+        stack.upstream.seen().len(),
+        seen,
+        "the shut-out org reached the target"
     );
 }

@@ -242,3 +242,77 @@ async fn without_redis_the_token_limit_fails_open() {
         assert_eq!(header(&reply, "x-ratelimit-remaining-tokens"), 150);
     }
 }
+
+/// A call as an agent framework makes it: twenty tools with long schemas, four images given
+/// by URL (their size unknown), two completions of 200 tokens.
+fn heavy_body() -> serde_json::Value {
+    let tools: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            serde_json::json!({"type": "function", "function": {
+                "name": format!("tool_{i}"),
+                "description": "Looks things up in the catalogue. ".repeat(30),
+                "parameters": {"type": "object", "properties": {
+                    "query": {"type": "string", "description": "What to look for. ".repeat(10)},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100}}}}})
+        })
+        .collect();
+    let image = |i: usize| {
+        serde_json::json!({"type": "image_url",
+                           "image_url": {"url": format!("https://images.example/{i}.jpg")}})
+    };
+    serde_json::json!({
+        "model": LIVE_MODEL,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Which of these are cats?"},
+            image(0), image(1), image(2), image(3)]}],
+        "tools": tools,
+        "n": 2,
+        "max_tokens": 200,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tools_images_and_n_count_against_the_limit() {
+    let body = heavy_body();
+    let object = body.as_object().unwrap();
+    let estimate = svc_gateway::token_estimate::prompt_tokens(object, 1)
+        + svc_gateway::token_estimate::completion_tokens(object, Some(200), 1024);
+    // The message text alone is a few tokens: the rest is what used to go uncounted.
+    assert!(
+        estimate > 4 * svc_gateway::token_estimate::MAX_IMAGE_TOKENS + 400 + 5_000,
+        "{estimate}"
+    );
+    let stack = Stack::start(used(i64::try_from(estimate).unwrap())).await;
+    let limit = (10 * estimate).to_string();
+    let gateway = stack
+        .gateway(&[
+            ("SVC_RATE_LIMIT_TPM", limit.as_str()),
+            ("SVC_RATE_LIMIT_RPM", "100000"),
+            ("SVC_RATE_LIMIT_TPM_TIMEOUT", "5s"),
+        ])
+        .await;
+    let http = client();
+    let replies = futures_util::stream::iter(0..30)
+        .map(|_| {
+            let request = stack
+                .chat(&gateway)
+                .body(support::stack::body(&body))
+                .unwrap();
+            send(&http, request)
+        })
+        .buffer_unordered(30)
+        .collect::<Vec<_>>()
+        .await;
+    let passed = replies.iter().filter(|r| r.status.as_u16() == 200).count();
+    eprintln!("estimate {estimate} tokens a call, limit {limit}: {passed} of 30 passed");
+    assert!((1..=11).contains(&passed), "{passed} passed");
+    for reply in replies.iter().filter(|r| r.status.as_u16() != 200) {
+        assert_eq!(reply.code(), "RATE_LIMITED");
+        // A refusal waits for the bucket, never past one window.
+        assert!(
+            (1..=60).contains(&header(reply, "retry-after")),
+            "{:?}",
+            reply.headers
+        );
+    }
+}

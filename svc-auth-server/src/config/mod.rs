@@ -20,7 +20,11 @@
 //! | `SVC_DB_ACQUIRE_TIMEOUT` | getting a pooled connection; also the most a validation lookup's statement may take before its connection is dropped | 1s |
 //! | `SVC_HTTP_HEADER_READ_TIMEOUT` | HTTP: time a client has to send a request's headers | 10s |
 //! | `SVC_HTTP_IDLE_TIMEOUT` | HTTP: a connection with no request in flight this long is closed | 60s |
-//! | `SVC_HTTP_MAX_CONNECTIONS` | connections served at once, per listener (HTTP and gRPC) | 4096 |
+//! | `SVC_HTTP_MAX_CONNECTIONS` | HTTP: connections served at once | 4096 |
+//! | `SVC_MAX_CONNECTIONS_PER_ADDRESS` | connections from one client address, per listener (HTTP and gRPC) | 256 |
+//! | `SVC_WRITE_TIMEOUT` | a write, or a response not taken, blocked this long closes the connection (HTTP and gRPC) | 30s |
+//! | `SVC_GRPC_MAX_CONNECTIONS` | gRPC: connections served at once | 1024 |
+//! | `SVC_GRPC_HANDSHAKE_TIMEOUT` | gRPC: from accept to the HTTP/2 preface (and TLS) | 5s |
 //! | `SVC_SHUTDOWN_GRACE` | how long a shutdown waits for calls in flight | 10s |
 //! | `SVC_WORKER_THREADS` | the async runtime's worker threads (Argon2 runs on threads of its own) | half the CPU count, at least 1 |
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT` | `host:port` of an OTLP gRPC collector, `https://host:port` over TLS; empty: no export | empty |
@@ -58,6 +62,10 @@ use svc_runtime::telemetry::LogSettings;
 use svc_runtime::telemetry::otel::OtelSettings;
 
 use crate::verify::{Argon2Params, DEFAULT_COLD_RATE, FailureLimits, hasher};
+
+pub mod grpc_listener;
+
+use grpc_listener::GrpcListener;
 
 /// The shared parsing every svc binary uses, at the path this crate has always offered it.
 pub use svc_runtime::config as vars;
@@ -155,6 +163,8 @@ pub struct Config {
     pub otel: OtelSettings,
     /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: timeouts, connection cap, drain.
     pub http: HttpSettings,
+    /// `SVC_GRPC_MAX_CONNECTIONS` and `SVC_GRPC_HANDSHAKE_TIMEOUT`.
+    pub grpc_listener: GrpcListener,
     /// `SENTRY_DSN`: a checked Sentry DSN; server faults and panics are reported there.
     pub sentry_dsn: Option<Secret>,
     /// `SVC_WORKER_THREADS`: the runtime's workers.
@@ -186,6 +196,7 @@ impl Config {
             failure_limits: FailureLimits::default(),
             otel: OtelSettings::disabled(SERVICE_NAME, Environment::Development),
             http: HttpSettings::default(),
+            grpc_listener: GrpcListener::default(),
             sentry_dsn: None,
             worker_threads: svc_runtime::runtime::half_the_cpus(),
         }
@@ -314,6 +325,7 @@ impl Config {
             },
             otel: OtelSettings::from_vars(vars, SERVICE_NAME, environment)?,
             http: HttpSettings::from_vars(vars)?,
+            grpc_listener: GrpcListener::from_vars(vars)?,
             sentry_dsn: vars.parse_or(SENTRY_DSN, None, svc_runtime::error_report::parse_dsn)?,
             worker_threads: svc_runtime::runtime::worker_threads(vars)?,
         })

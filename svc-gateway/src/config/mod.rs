@@ -107,7 +107,9 @@ pub struct Config {
     pub trust_inbound_sampling: bool,
     /// `SENTRY_DSN`: a checked Sentry DSN; 5xx answers and panics are reported there.
     pub sentry_dsn: Option<Secret>,
-    /// `SVC_HTTP_*` and `SVC_SHUTDOWN_GRACE`: the listener's timeouts, cap and drain.
+    /// `SVC_HTTP_*`, `SVC_WRITE_TIMEOUT`, `SVC_BODY_READ_TIMEOUT`,
+    /// `SVC_MAX_CONNECTIONS_PER_ADDRESS` and `SVC_SHUTDOWN_GRACE`: the listener's timeouts,
+    /// caps and drain.
     pub http: HttpSettings,
     /// `SVC_WORKER_THREADS`: the runtime's workers.
     pub worker_threads: usize,

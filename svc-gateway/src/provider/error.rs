@@ -56,6 +56,8 @@ impl ProviderError {
     pub const SERVER_ERROR: &'static str = "provider server error";
     /// The reason of a JSON answer cut before its end.
     pub const MID_BODY: &'static str = "provider connection failed mid-body";
+    /// The reason of a stream event longer than [`crate::sse::MAX_EVENT_BYTES`].
+    pub const EVENT_TOO_LONG: &'static str = "provider stream event over the size limit";
 
     /// Whether the next target of a model should be tried: the provider could not be reached,
     /// did not answer in time, throttled us, or failed on its side. A refused payload would be

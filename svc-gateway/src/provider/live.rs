@@ -214,6 +214,7 @@ mod tests {
             trace_id: Some(trace),
             trace_parent: Some(span),
             anthropic_beta: None,
+            org_id: None,
         };
         assert_eq!(
             traceparent(&call),
@@ -229,6 +230,7 @@ mod tests {
             trace_id: Some(trace),
             trace_parent: None,
             anthropic_beta: None,
+            org_id: None,
         };
         let sent = traceparent(&call).expect("a traceparent");
         assert_eq!(TraceId::from_traceparent(sent.as_bytes()), Some(trace));

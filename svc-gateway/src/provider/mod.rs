@@ -89,6 +89,9 @@ pub struct CallInfo {
     /// The client's `anthropic-beta` header: the Messages API features it opts into (Claude
     /// Code sends it). Only an anthropic provider passes it on.
     pub anthropic_beta: Option<http::HeaderValue>,
+    /// The org the call is made for: a circuit breaker does not let one org's failures shut
+    /// the target for the others. Never sent upstream.
+    pub org_id: Option<uuid::Uuid>,
 }
 
 /// Something that answers the provider-backed routes.

@@ -242,7 +242,7 @@ impl Registry {
         let mut last = None;
         for (i, target) in route.targets.iter().enumerate() {
             let upstream = &self.inner.upstreams[target.provider];
-            let Some(admission) = target.breaker.admit() else {
+            let Some(admission) = target.breaker.admit(call.org_id) else {
                 metrics.skip(&upstream.name);
                 continue;
             };

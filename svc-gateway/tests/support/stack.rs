@@ -38,11 +38,20 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(script: Script) -> Stack {
+        Stack::start_tuned(script, |_| {}).await
+    }
+
+    /// [`Stack::start`] with the auth server's configuration adjusted by `tune`.
+    pub async fn start_tuned(
+        script: Script,
+        tune: impl FnOnce(&mut svc_auth_server::Config),
+    ) -> Stack {
         let db = TestDb::create().await;
         svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
             .await
             .expect("migrate");
-        let auth_config = svc_auth_server::Config::local(db.url());
+        let mut auth_config = svc_auth_server::Config::local(db.url());
+        tune(&mut auth_config);
         let auth = Server::start(auth_config.clone())
             .await
             .expect("auth server starts");

@@ -53,6 +53,8 @@ struct Inner {
     stream_dropped: Notify,
     /// What [`Script::Counted`] reported: calls, prompt tokens, completion tokens.
     reported: Mutex<Reported>,
+    /// Bytes of [`Script::Stream`] events handed to the connection so far.
+    streamed: std::sync::atomic::AtomicUsize,
 }
 
 /// The usage a [`Script::Counted`] upstream reported, summed.
@@ -102,6 +104,7 @@ impl Upstream {
             release: Notify::new(),
             stream_dropped: Notify::new(),
             reported: Mutex::new(Reported::default()),
+            streamed: Default::default(),
         });
         // Every OpenAI route the gateway forwards gets the scripted answer.
         let app = Router::new()
@@ -136,6 +139,13 @@ impl Upstream {
     /// Lets a waiting stream send the rest.
     pub fn release(&self) {
         self.inner.release.notify_one();
+    }
+
+    /// Bytes of the scripted stream events handed to the connection so far.
+    pub fn streamed_bytes(&self) -> usize {
+        self.inner
+            .streamed
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Resolves once the gateway dropped a stream the upstream was still serving.
@@ -207,10 +217,14 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(16);
             tokio::spawn(async move {
                 for event in before {
+                    let len = event.len();
                     if tx.send(Ok(Bytes::from(event))).await.is_err() {
                         inner.stream_dropped.notify_one();
                         return;
                     }
+                    inner
+                        .streamed
+                        .fetch_add(len, std::sync::atomic::Ordering::Relaxed);
                 }
                 tokio::select! {
                     () = inner.release.notified() => {}

@@ -1,9 +1,20 @@
 //! One accepted connection: served by hyper-util under the listener's timeouts, closed when it
-//! idles, asked to close when the drain starts.
+//! idles or stalls, asked to close when the drain starts.
+//!
+//! A connection must keep making progress or it goes:
+//! - no request within the header-read timeout of accept: dropped (a silent socket, or an
+//!   HTTP/2 preface with nothing after it);
+//! - a write to the socket blocked for the write timeout: the socket fails ([`ProgressIo`]);
+//! - a response whose next frame hyper has not asked for within the write timeout (an HTTP/2
+//!   stream the client grants no window, an HTTP/1 client that stopped reading): dropped.
+//!   A stream waiting on its own source (an SSE stream between events) is not stalled: hyper
+//!   is waiting for it, not the other way round.
 
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,6 +27,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::Instant;
 
+use super::address::AddressSlot;
+use super::progress_io::ProgressIo;
 use super::{Handler, HttpSettings};
 use crate::shutdown::Phase;
 
@@ -26,8 +39,16 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy)]
 struct Activity {
     in_flight: usize,
+    started: u64,
     served: u64,
     last: Instant,
+}
+
+/// What a connection holds while it is served: a place under the listener's cap and one
+/// under its address's.
+pub(super) struct Slots {
+    pub(super) _listener: OwnedSemaphorePermit,
+    pub(super) _address: AddressSlot,
 }
 
 pub(super) struct Connection {
@@ -35,6 +56,7 @@ pub(super) struct Connection {
     peer: SocketAddr,
     settings: HttpSettings,
     phase: watch::Receiver<Phase>,
+    accepted: Instant,
 }
 
 impl Connection {
@@ -50,15 +72,21 @@ impl Connection {
             peer,
             settings: *settings,
             phase,
+            accepted: Instant::now(),
         }
     }
 
-    pub(super) async fn serve<S: Handler>(mut self, service: S, permit: OwnedSemaphorePermit) {
+    pub(super) async fn serve<S: Handler>(mut self, service: S, slots: Slots) {
         let (activity, mut watched) = watch::channel(Activity {
             in_flight: 0,
+            started: 0,
             served: 0,
-            last: Instant::now(),
+            last: self.accepted,
         });
+        let first_request_by = self.accepted + self.settings.header_read_timeout;
+        let write_timeout = self.settings.write_timeout;
+        let responses = Arc::new(Responses::new(self.accepted));
+        let started = watched.clone();
         // A connection accepted while draining serves one request: the client (a load
         // balancer's probe, say) gets its answer, not a reset.
         let mut draining = *self.phase.borrow_and_update() >= Phase::Draining;
@@ -73,9 +101,10 @@ impl Connection {
             inner: service,
             peer: self.peer,
             activity,
+            responses: responses.clone(),
         };
         let connection = builder.serve_connection(
-            TokioIo::new(self.stream),
+            TokioIo::new(ProgressIo::new(self.stream, write_timeout)),
             hyper_util::service::TowerToHyperService::new(service),
         );
         tokio::pin!(connection);
@@ -91,6 +120,7 @@ impl Connection {
                     tokio::select! {
                         _ = connection.as_mut() => break,
                         () = idle(&mut watched, quiet, false) => break,
+                        () = responses.stalled(write_timeout) => break,
                     }
                 }
                 (true, false) => Duration::ZERO,
@@ -107,6 +137,14 @@ impl Connection {
                     connection.as_mut().graceful_shutdown();
                     closing = true;
                 }
+                () = no_request_by(&started, first_request_by) => {
+                    tracing::debug!("no request within the header-read timeout of accept");
+                    break;
+                }
+                () = responses.stalled(write_timeout) => {
+                    tracing::debug!("a response made no progress for the write timeout");
+                    break;
+                }
                 changed = self.phase.changed(), if !draining => {
                     if changed.is_err() || *self.phase.borrow() >= Phase::Draining {
                         draining = true;
@@ -116,7 +154,79 @@ impl Connection {
                 }
             }
         }
-        drop(permit);
+        drop(slots);
+    }
+}
+
+/// Completes at `deadline` if no request has started by then; never otherwise.
+async fn no_request_by(watched: &watch::Receiver<Activity>, deadline: Instant) {
+    tokio::time::sleep_until(deadline).await;
+    if watched.borrow().started > 0 {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The responses of a connection still held by hyper, each stamped with when it last handed
+/// hyper a frame that hyper has not yet come back for (0: it is waiting on its own source).
+///
+/// Stamps are atomics the bodies write on every frame; the connection reads them only when
+/// its check timer fires, so a busy stream costs no wake-ups.
+struct Responses {
+    epoch: Instant,
+    slots: Mutex<Vec<Arc<AtomicU64>>>,
+}
+
+impl Responses {
+    fn new(epoch: Instant) -> Responses {
+        Responses {
+            epoch,
+            slots: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Milliseconds since the epoch, plus one so that 0 means "not waiting".
+    fn stamp(&self) -> u64 {
+        let millis = self.epoch.elapsed().as_millis();
+        u64::try_from(millis).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    fn register(&self) -> Arc<AtomicU64> {
+        let slot = Arc::new(AtomicU64::new(self.stamp()));
+        self.lock().push(slot.clone());
+        slot
+    }
+
+    fn release(&self, slot: &Arc<AtomicU64>) {
+        self.lock().retain(|other| !Arc::ptr_eq(other, slot));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AtomicU64>>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Since when the longest-waiting response has waited for hyper.
+    fn oldest(&self) -> Option<Instant> {
+        let oldest = self
+            .lock()
+            .iter()
+            .map(|slot| slot.load(Ordering::Relaxed))
+            .filter(|&stamp| stamp > 0)
+            .min()?;
+        Some(self.epoch + Duration::from_millis(oldest - 1))
+    }
+
+    /// Completes once a response has waited `timeout` for hyper to take its next frame.
+    async fn stalled(&self, timeout: Duration) {
+        loop {
+            let now = Instant::now();
+            let check = match self.oldest() {
+                Some(since) if now >= since + timeout => return,
+                Some(since) => since + timeout,
+                // A response that starts waiting after now is due no earlier than this.
+                None => now + timeout,
+            };
+            tokio::time::sleep_until(check).await;
+        }
     }
 }
 
@@ -144,6 +254,7 @@ struct Tracked<S> {
     inner: S,
     peer: SocketAddr,
     activity: watch::Sender<Activity>,
+    responses: Arc<Responses>,
 }
 
 /// Counts one request in flight until dropped.
@@ -151,7 +262,10 @@ struct InFlight(watch::Sender<Activity>);
 
 impl InFlight {
     fn start(activity: &watch::Sender<Activity>) -> InFlight {
-        activity.send_modify(|a| a.in_flight += 1);
+        activity.send_modify(|a| {
+            a.in_flight += 1;
+            a.started += 1;
+        });
         InFlight(activity.clone())
     }
 }
@@ -179,24 +293,42 @@ impl<S: Handler> tower::Service<Request<Incoming>> for Tracked<S> {
         request.extensions_mut().insert(self.peer);
         let guard = InFlight::start(&self.activity);
         let mut inner = self.inner.clone();
+        let responses = self.responses.clone();
         Box::pin(async move {
             poll_fn(|cx| inner.poll_ready(cx))
                 .await
                 .map_err(Into::into)?;
             let response = inner.call(request).await.map_err(Into::into)?;
+            // From here on hyper owes the response its writes.
+            let waiting = responses.register();
             Ok(response.map(|body| TrackedBody {
                 inner: body,
+                progress: Progress { responses, waiting },
                 _guard: guard,
             }))
         })
     }
 }
 
+/// A response's place in [`Responses`], given back on drop.
+struct Progress {
+    responses: Arc<Responses>,
+    waiting: Arc<AtomicU64>,
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.responses.release(&self.waiting);
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// A response body that counts as in flight until hyper drops it.
+    /// A response body that counts as in flight until hyper drops it, and stamps when it
+    /// last gave hyper a frame.
     pub struct TrackedBody<B> {
         #[pin]
         inner: B,
+        progress: Progress,
         _guard: InFlight,
     }
 }
@@ -209,7 +341,17 @@ impl<B: Body> Body for TrackedBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        self.project().inner.poll_frame(cx)
+        let this = self.project();
+        let progress = &this.progress;
+        // Hyper is asking: whatever happens next, it is not waiting on the client.
+        progress.waiting.store(0, Ordering::Relaxed);
+        let polled = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            progress
+                .waiting
+                .store(progress.responses.stamp(), Ordering::Relaxed);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -3,13 +3,17 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SVC_HTTP_HEADER_READ_TIMEOUT` | time a client has to send a request's headers (HTTP/1) | 10s |
+//! | `SVC_HTTP_HEADER_READ_TIMEOUT` | time a client has to send a request's headers, counted from accept for the first | 10s |
 //! | `SVC_HTTP_IDLE_TIMEOUT` | a connection with no request in flight for this long is closed | 60s |
 //! | `SVC_HTTP_MAX_CONNECTIONS` | connections served at once; past it, new ones wait in the backlog | 4096 |
+//! | `SVC_MAX_CONNECTIONS_PER_ADDRESS` | connections from one client address; past it, new ones are closed at accept | 256 |
+//! | `SVC_WRITE_TIMEOUT` | a response write, or a response whose next frame is not taken, blocked this long closes the connection | 30s |
+//! | `SVC_BODY_READ_TIMEOUT` | a request body that sends nothing for this long is refused (the reader's business: see [`HttpSettings::body_read_timeout`]) | 30s |
 //! | `SVC_SHUTDOWN_GRACE` | how long a shutdown waits for requests in flight | 10s |
 //!
 //! HTTP/1 waits for the next request on a kept-alive connection under the header-read
-//! timeout, so such a connection closes after the shorter of the two.
+//! timeout, so such a connection closes after the shorter of the two. Every connection must
+//! keep making progress: see [the connection](conn) for what counts.
 //!
 //! ```
 //! use std::time::Duration;
@@ -20,12 +24,23 @@
 //! let error = HttpSettings::from_vars(&vars).unwrap_err();
 //! assert_eq!(error.variable, "SVC_HTTP_MAX_CONNECTIONS");
 //!
+//! for (variable, bad) in [
+//!     ("SVC_WRITE_TIMEOUT", "30"),
+//!     ("SVC_BODY_READ_TIMEOUT", "0s"),
+//!     ("SVC_MAX_CONNECTIONS_PER_ADDRESS", "-1"),
+//! ] {
+//!     let error = HttpSettings::from_vars(&Vars::from_pairs([(variable, bad)])).unwrap_err();
+//!     assert_eq!(error.variable, variable);
+//! }
+//!
 //! let vars = Vars::from_pairs([("SVC_HTTP_IDLE_TIMEOUT", "5s")]);
 //! let settings = HttpSettings::from_vars(&vars).unwrap();
 //! assert_eq!(settings.idle_timeout, Duration::from_secs(5));
 //! ```
 
+mod address;
 mod conn;
+mod progress_io;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,7 +55,9 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::config::{ConfigError, Vars, parse_positive, parse_timeout};
 use crate::shutdown::{Drain, Phase};
 
+pub use address::{AddressSlot, PerAddress};
 pub use conn::BoxError;
+pub use progress_io::ProgressIo;
 
 /// Header-read timeout variable.
 pub const SVC_HTTP_HEADER_READ_TIMEOUT: &str = "SVC_HTTP_HEADER_READ_TIMEOUT";
@@ -50,6 +67,12 @@ pub const SVC_HTTP_IDLE_TIMEOUT: &str = "SVC_HTTP_IDLE_TIMEOUT";
 pub const SVC_HTTP_MAX_CONNECTIONS: &str = "SVC_HTTP_MAX_CONNECTIONS";
 /// Shutdown grace period variable.
 pub const SVC_SHUTDOWN_GRACE: &str = "SVC_SHUTDOWN_GRACE";
+/// Per-address connection cap variable.
+pub const SVC_MAX_CONNECTIONS_PER_ADDRESS: &str = "SVC_MAX_CONNECTIONS_PER_ADDRESS";
+/// Write stall timeout variable.
+pub const SVC_WRITE_TIMEOUT: &str = "SVC_WRITE_TIMEOUT";
+/// Request body stall timeout variable.
+pub const SVC_BODY_READ_TIMEOUT: &str = "SVC_BODY_READ_TIMEOUT";
 
 /// Default `SVC_HTTP_HEADER_READ_TIMEOUT`.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,6 +82,12 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default `SVC_SHUTDOWN_GRACE`.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Default `SVC_MAX_CONNECTIONS_PER_ADDRESS`.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+/// Default `SVC_WRITE_TIMEOUT`.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default `SVC_BODY_READ_TIMEOUT`.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// After the deadline, how long the final events have to reach the clients before the
 /// connections are dropped.
@@ -73,6 +102,13 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections from one client address at once.
+    pub max_connections_per_address: usize,
+    /// How long a write, or a response hyper does not take the next frame of, may block.
+    pub write_timeout: Duration,
+    /// How long a request body may send nothing. The serve loop does not read bodies: the
+    /// service applies it (the gateway with tower-http's `RequestBodyTimeoutLayer`).
+    pub body_read_timeout: Duration,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
 }
@@ -83,6 +119,9 @@ impl Default for HttpSettings {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
@@ -106,6 +145,21 @@ impl HttpSettings {
                 SVC_HTTP_MAX_CONNECTIONS,
                 DEFAULT_MAX_CONNECTIONS,
                 parse_positive,
+            )?,
+            max_connections_per_address: vars.parse_or(
+                SVC_MAX_CONNECTIONS_PER_ADDRESS,
+                DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+                parse_positive,
+            )?,
+            write_timeout: vars.parse_or(
+                SVC_WRITE_TIMEOUT,
+                DEFAULT_WRITE_TIMEOUT,
+                parse_timeout,
+            )?,
+            body_read_timeout: vars.parse_or(
+                SVC_BODY_READ_TIMEOUT,
+                DEFAULT_BODY_READ_TIMEOUT,
+                parse_timeout,
             )?,
             shutdown_grace: vars.parse_or(
                 SVC_SHUTDOWN_GRACE,
@@ -194,6 +248,7 @@ async fn accept_loop<S: Handler>(
     drain: Drain,
 ) {
     let permits = Arc::new(Semaphore::new(settings.max_connections));
+    let per_address = PerAddress::new(settings.max_connections_per_address);
     let mut connections = JoinSet::new();
     let mut phase = drain.subscribe();
     let grace = tokio::time::sleep(Duration::MAX);
@@ -224,8 +279,13 @@ async fn accept_loop<S: Handler>(
         tokio::select! {
             (permit, accepted) = accept, if now < Phase::Deadline => match (permit, accepted) {
                 (Ok(permit), Ok((stream, peer))) => {
-                    let connection = conn::Connection::new(stream, peer, &settings, drain.subscribe());
-                    connections.spawn(connection.serve(service.clone(), permit));
+                    // Past its address's cap the connection is closed at once: dropping the
+                    // stream is all a refusal costs.
+                    if let Some(address) = per_address.admit(peer.ip()) {
+                        let slots = conn::Slots { _listener: permit, _address: address };
+                        let connection = conn::Connection::new(stream, peer, &settings, drain.subscribe());
+                        connections.spawn(connection.serve(service.clone(), slots));
+                    }
                 }
                 (_, Err(error)) => accept_failed(error).await,
                 // The semaphore is never closed.

@@ -84,9 +84,19 @@ where
 ///
 /// Works through the wrappers a body error usually travels in (a `BoxError`, `axum::Error`).
 pub fn is_length_limit_error(err: &(dyn Error + 'static)) -> bool {
+    chain_has::<LengthLimitError>(err)
+}
+
+/// True when `err`, or any error in its `source()` chain, is tower-http's body timeout: the
+/// body sent nothing for the time `RequestBodyTimeoutLayer` allows.
+pub fn is_body_timeout_error(err: &(dyn Error + 'static)) -> bool {
+    chain_has::<tower_http::timeout::TimeoutError>(err)
+}
+
+fn chain_has<E: Error + 'static>(err: &(dyn Error + 'static)) -> bool {
     let mut current = Some(err);
     while let Some(err) = current {
-        if err.is::<LengthLimitError>() {
+        if err.is::<E>() {
             return true;
         }
         current = err.source();
@@ -97,8 +107,10 @@ pub fn is_length_limit_error(err: &(dyn Error + 'static)) -> bool {
 /// Reads a whole body, buffering at most `max_bytes`.
 ///
 /// Over the limit (whether this call's or a [`BodyLimit`](super::BodyLimit) layer's in front)
-/// it fails with 413 `PAYLOAD_TOO_LARGE`; a body that cannot be read (the client went away
-/// mid-stream) fails with 400 `INVALID_JSON`, since what arrived is not a complete document.
+/// it fails with 413 `PAYLOAD_TOO_LARGE`; a body that stalls past tower-http's
+/// `RequestBodyTimeoutLayer` fails with 408 `REQUEST_TIMEOUT`; a body that cannot be read (the
+/// client went away mid-stream) fails with 400 `INVALID_JSON`, since what arrived is not a
+/// complete document.
 /// Return the error's [`into_response`](ApiError::into_response) and the envelope does the
 /// rest.
 pub async fn collect<B>(body: B, max_bytes: usize) -> Result<Bytes, ApiError>
@@ -109,6 +121,7 @@ where
     match Limited::new(body, max_bytes).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(err) if is_length_limit_error(&*err) => Err(ApiError::new(ErrorCode::PayloadTooLarge)),
+        Err(err) if is_body_timeout_error(&*err) => Err(ApiError::new(ErrorCode::RequestTimeout)),
         Err(_) => Err(ApiError::new(ErrorCode::InvalidJson)
             .with_message("The request body could not be read.")),
     }
@@ -118,7 +131,7 @@ where
 mod tests {
     use std::convert::Infallible;
 
-    use futures_util::stream;
+    use futures_util::{StreamExt, stream};
     use http_body_util::{Full, StreamBody};
 
     use super::*;
@@ -165,6 +178,22 @@ mod tests {
         }
         assert!(is_length_limit_error(&Wrapper(err)));
         assert!(!is_length_limit_error(&Wrapper("other".into())));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collect_answers_408_for_a_body_that_stalls() {
+        let stalled = StreamBody::new(
+            stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from_static(
+                b"{\"model\"",
+            )))])
+            .chain(stream::pending()),
+        );
+        let body =
+            tower_http::timeout::TimeoutBody::new(std::time::Duration::from_secs(30), stalled);
+        let err = collect(LimitedBody::new(body, 1 << 20), 1 << 20)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), &ErrorCode::RequestTimeout);
     }
 
     #[tokio::test]

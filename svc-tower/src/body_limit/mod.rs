@@ -44,9 +44,14 @@
 //! is checked before any I/O, yet the body itself is only read by the handler, after
 //! authentication. A handler that buffers the body reads it with
 //! `body_limit::collect(body, max)`, with the same limit.
+//!
+//! A body that trickles in is bounded in time by tower-http's `RequestBodyTimeoutLayer`
+//! stacked beside this one: `collect` turns its timeout into 408 `REQUEST_TIMEOUT`.
 
 mod body;
 mod service;
 
-pub use body::{LengthLimitError, LimitedBody, collect, is_length_limit_error};
+pub use body::{
+    LengthLimitError, LimitedBody, collect, is_body_timeout_error, is_length_limit_error,
+};
 pub use service::{BodyLimit, BodyLimitLayer, ResponseFuture};

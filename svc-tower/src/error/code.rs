@@ -34,6 +34,8 @@ pub enum ErrorCode {
     IdempotencyKeyReuse,
     /// 409: a request with the same idempotency key is still being processed.
     IdempotencyInProgress,
+    /// 408: the request body stopped arriving.
+    RequestTimeout,
     /// 413: the body exceeds the configured limit.
     PayloadTooLarge,
     /// 415: the body is not `application/json`.
@@ -60,7 +62,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code of the tables, in table order (excluding [`ErrorCode::Other`]).
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::InvalidJson,
         ErrorCode::ValidationError,
         ErrorCode::MissingAgentId,
@@ -73,6 +75,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::IdempotencyKeyReuse,
         ErrorCode::IdempotencyInProgress,
+        ErrorCode::RequestTimeout,
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::RateLimited,
@@ -100,6 +103,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::IdempotencyKeyReuse => "IDEMPOTENCY_KEY_REUSE",
             ErrorCode::IdempotencyInProgress => "IDEMPOTENCY_IN_PROGRESS",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             ErrorCode::RateLimited => "RATE_LIMITED",
@@ -139,6 +143,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReuse | ErrorCode::IdempotencyInProgress => {
                 StatusCode::CONFLICT
             }
+            ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
@@ -172,6 +177,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyInProgress => {
                 "A request with this idempotency key is still being processed."
             }
+            ErrorCode::RequestTimeout => "The request body stopped arriving.",
             ErrorCode::PayloadTooLarge => "The request body is too large.",
             ErrorCode::UnsupportedMediaType => "The request body must be application/json.",
             ErrorCode::RateLimited => "Rate limit exceeded.",
@@ -271,6 +277,7 @@ mod tests {
             ("METHOD_NOT_ALLOWED", 405),
             ("IDEMPOTENCY_KEY_REUSE", 409),
             ("IDEMPOTENCY_IN_PROGRESS", 409),
+            ("REQUEST_TIMEOUT", 408),
             ("PAYLOAD_TOO_LARGE", 413),
             ("UNSUPPORTED_MEDIA_TYPE", 415),
             ("RATE_LIMITED", 429),

@@ -10,7 +10,9 @@
 //! the whole limit, so it can pass when the bucket is full rather than never.
 //!
 //! Settling moves the buckets by `used - reserved`: an estimate that was high gives the rest
-//! back at once (never beyond a full bucket), one that was low is owed by the calls after it.
+//! back at once (never beyond a full bucket), one that was low is owed by the calls after it,
+//! up to one window of the limit (an empty bucket): a single overshoot can cost the org the
+//! next minute, never more.
 //!
 //! ```
 //! use svc_tower::rate_limit::{MemoryTokenBudgetStore, TokenBudget, TokenBudgetStore};
@@ -234,7 +236,10 @@ pub(crate) fn apply(buckets: &[Bucket], op: Op, now: f64) -> (TokenDecision, Opt
                 }
                 Op::Settle { reserved, used } => {
                     let charged = (reserved as f64).min(limit);
-                    ((tat + (used as f64 - charged) * interval).max(now), true)
+                    // A debt reaches one window at most: an overshoot costs the org a
+                    // minute of its limit, not hours of it.
+                    let new = (tat + (used as f64 - charged) * interval).min(now + PERIOD_US);
+                    (new.max(now), true)
                 }
             }
         })
@@ -383,6 +388,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_overshoot_is_owed_for_one_window_at_most() {
+        let store = MemoryTokenBudgetStore::new();
+        let budget = TokenBudget::org(Uuid::new_v4(), 10_000);
+        store.reserve(budget, 500).await.unwrap();
+        let settled = store.settle(budget, 500, 600_000).await.unwrap();
+        assert_eq!((settled.remaining, settled.reset_after_secs), (0, 60));
+        let refused = store.reserve(budget, 500).await.unwrap();
+        assert_eq!(refused.retry_after_secs, 3, "500 tokens at 10,000 a minute");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(store.reserve(budget, 500).await.unwrap().remaining, 9_500);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn settling_gives_back_an_overestimate_and_charges_an_underestimate() {
         let store = MemoryTokenBudgetStore::new();
         let budget = TokenBudget::org(Uuid::new_v4(), 1_000);
@@ -392,10 +410,11 @@ mod tests {
         let settled = store.settle(budget, 0, 1_400).await.unwrap();
         assert_eq!(settled.remaining, 0, "owed");
         assert!(!store.reserve(budget, 1).await.unwrap().allowed);
-        // A reservation took at most the whole limit, so at most that comes back; and a
-        // bucket never holds more than the limit.
+        // The 500 owed past an empty bucket were forgiven (a debt is one window at most); a
+        // reservation took at most the whole limit, so at most that comes back; and a bucket
+        // never holds more than the limit.
         let settled = store.settle(budget, 100_000, 0).await.unwrap();
-        assert_eq!(settled.remaining, 500);
+        assert_eq!(settled.remaining, 1_000);
         store.settle(budget, 100_000, 0).await.unwrap();
         assert_eq!(store.reserve(budget, 0).await.unwrap().remaining, 1_000);
     }

@@ -38,6 +38,7 @@ for i = 1, 2 do
       if new - now > period then fit = 0; allowed = 0 end
     else
       new = tat + (b - math.min(a, limit)) * interval
+      if new > now + period then new = now + period end
       if new < now then new = now end
     end
     keys[n], limits[n], tats[n], news[n], fits[n] = KEYS[i], limit, tat, new, fit
@@ -186,6 +187,19 @@ mod tests {
         let after = store.reserve(budget, 300).await.unwrap();
         assert!(after.allowed);
         assert!((660..=671).contains(&after.remaining), "{after:?}");
+    }
+
+    #[tokio::test]
+    async fn an_overshoot_costs_one_window_at_most() {
+        let (store, _, _) = store();
+        let budget = TokenBudget::org(Uuid::new_v4(), 10_000);
+        assert!(store.reserve(budget, 500).await.unwrap().allowed);
+        // The call used sixty times the limit.
+        store.settle(budget, 500, 600_000).await.unwrap();
+        let refused = store.reserve(budget, 500).await.unwrap();
+        assert!(!refused.allowed);
+        assert!((1..=60).contains(&refused.retry_after_secs), "{refused:?}");
+        assert!(refused.reset_after_secs <= 60, "{refused:?}");
     }
 
     #[tokio::test]

@@ -5,7 +5,9 @@
 //! `message_delta` carries the finish reason. At `message_stop` the usage chunk (empty
 //! `choices`, as OpenAI sends it when asked) and `data: [DONE]` follow; the gateway drops the
 //! usage chunk again for a client that did not ask for it. An `error` event ends the stream
-//! with the gateway's error event.
+//! with the gateway's error event, and so does an event longer than
+//! [`MAX_EVENT_BYTES`](crate::sse::MAX_EVENT_BYTES). Each byte is scanned for a boundary once:
+//! a tail still waiting for its end is not searched again when the next frame arrives.
 
 use std::collections::HashMap;
 
@@ -15,12 +17,13 @@ use serde_json::{Value, json};
 
 use super::response::{finish_reason, usage};
 use crate::provider::{EventStream, ProviderError};
-use crate::sse::{event_data, first_boundary_end};
+use crate::sse::{MAX_EVENT_BYTES, event_data, first_boundary_end};
 
 /// The chat chunks of a Messages event stream.
 pub(crate) fn chunks(events: EventStream, created: i64) -> EventStream {
     let mut translator = Translator {
         unfinished: BytesMut::new(),
+        scanned: 0,
         id: Value::Null,
         model: Value::Null,
         created,
@@ -29,7 +32,13 @@ pub(crate) fn chunks(events: EventStream, created: i64) -> EventStream {
     };
     Box::pin(
         events
-            .map(move |item| item.and_then(|data| translator.feed(&data)))
+            .flat_map(move |item| {
+                let items = match item {
+                    Ok(data) => translator.feed(&data),
+                    Err(error) => vec![Err(error)],
+                };
+                futures_util::stream::iter(items)
+            })
             .filter(|item| std::future::ready(!matches!(item, Ok(data) if data.is_empty()))),
     )
 }
@@ -37,6 +46,8 @@ pub(crate) fn chunks(events: EventStream, created: i64) -> EventStream {
 struct Translator {
     /// Bytes after the last whole event.
     unfinished: BytesMut,
+    /// How much of `unfinished` is known to hold no boundary.
+    scanned: usize,
     id: Value,
     model: Value,
     created: i64,
@@ -47,12 +58,27 @@ struct Translator {
 }
 
 impl Translator {
-    /// The chunks of the whole events `data` completes.
-    fn feed(&mut self, data: &[u8]) -> Result<Bytes, ProviderError> {
-        self.unfinished.extend_from_slice(data);
+    /// The chunks of the whole events `data` completes, then the error that ends the stream
+    /// if one does.
+    fn feed(&mut self, data: &[u8]) -> Vec<Result<Bytes, ProviderError>> {
         let mut out = Vec::new();
-        while let Some(end) = first_boundary_end(&self.unfinished) {
-            let event = self.unfinished.split_to(end);
+        let ended = self.translate(data, &mut out).err();
+        let mut items = vec![Ok(Bytes::from(out))];
+        items.extend(ended.map(Err));
+        items
+    }
+
+    fn translate(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProviderError> {
+        self.unfinished.extend_from_slice(data);
+        loop {
+            // A boundary may straddle what was scanned and what arrived.
+            let from = self.scanned.saturating_sub(3);
+            let Some(end) = first_boundary_end(&self.unfinished[from..]) else {
+                self.scanned = self.unfinished.len();
+                break;
+            };
+            let event = self.unfinished.split_to(from + end);
+            self.scanned = 0;
             let payload = event_data(&event);
             if payload.is_empty() {
                 continue;
@@ -61,9 +87,16 @@ impl Translator {
                 serde_json::from_slice(&payload).map_err(|_| ProviderError::Unavailable {
                     reason: "provider stream event is not JSON",
                 })?;
-            self.event(&event, &mut out)?;
+            self.event(&event, out)?;
         }
-        Ok(Bytes::from(out))
+        if self.unfinished.len() > MAX_EVENT_BYTES {
+            self.unfinished = BytesMut::new();
+            self.scanned = 0;
+            return Err(ProviderError::Unavailable {
+                reason: ProviderError::EVENT_TOO_LONG,
+            });
+        }
+        Ok(())
     }
 
     fn chunk(&self, out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
@@ -263,6 +296,56 @@ mod tests {
             json!({"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})
         );
         assert_eq!(chunks[6]["choices"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn an_event_over_the_bound_ends_the_stream_after_the_whole_ones() {
+        let start = sse(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {}}}),
+        );
+        let mut frames = vec![format!("{start}event: content_block_delta\ndata: ")];
+        frames.extend(std::iter::repeat_n("x".repeat(64 * 1024), 17));
+        frames.push("\n\n".into());
+        let items = translate(frames).await;
+        assert_eq!(
+            items.len(),
+            2,
+            "{:?}",
+            items.iter().map(Result::is_ok).collect::<Vec<_>>()
+        );
+        assert!(items[0].as_ref().unwrap().contains("msg_1"));
+        assert!(matches!(
+            items[1],
+            Err(ProviderError::Unavailable {
+                reason: ProviderError::EVENT_TOO_LONG
+            })
+        ));
+    }
+
+    #[test]
+    fn a_tail_waiting_for_its_end_is_not_scanned_again() {
+        let mut translator = Translator {
+            unfinished: BytesMut::new(),
+            scanned: 0,
+            id: Value::Null,
+            model: Value::Null,
+            created: 0,
+            usage: json!({}),
+            tools: HashMap::new(),
+        };
+        translator.feed(b"data: {\"type\": \"ping\", \"pad\": \"");
+        for _ in 0..100 {
+            let items = translator.feed(b"xxxxxxxxxx");
+            assert!(matches!(&items[..], [Ok(out)] if out.is_empty()));
+            assert_eq!(translator.scanned, translator.unfinished.len());
+        }
+        // The boundary straddles two frames.
+        translator.feed(b"\"}\n");
+        let items = translator.feed(b"\ndata: {\"type\": \"ping\"}\n\n");
+        assert!(items.iter().all(Result::is_ok));
+        assert!(translator.unfinished.is_empty());
+        assert_eq!(translator.scanned, 0);
     }
 
     #[tokio::test]
