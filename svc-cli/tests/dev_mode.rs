@@ -248,3 +248,82 @@ async fn tokens_per_minute_are_counted_in_process() {
     assert_eq!(header("x-ratelimit-remaining-tokens").as_deref(), Some("0"));
     server.shutdown().await;
 }
+
+/// `svc args --json` as the dev admin, which must succeed.
+async fn admin_json(server: &DevServer, args: &[&str]) -> Value {
+    let output = svc_as_admin(server, args).await;
+    assert!(
+        output.status.success(),
+        "svc {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("--json prints JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_admin_command_works_against_the_embedded_store_and_the_kill_switch_holds() {
+    let dir = TempDir::create();
+    let server = start(&dir, &[]).await;
+    let client = client();
+    assert_eq!(
+        send(&client, chat(&server, None)).await.status,
+        StatusCode::OK
+    );
+
+    let agent_id = server.identity.agent_id.to_string();
+    let paused = admin_json(
+        &server,
+        &["agent", "pause", &agent_id, "--reason", "drill", "--json"],
+    )
+    .await;
+    assert_eq!(paused["status"], "paused");
+    let refused = send(&client, chat(&server, None)).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.body["error"]["code"], "AGENT_SUSPENDED");
+    admin_json(&server, &["agent", "resume", &agent_id, "--json"]).await;
+    assert_eq!(
+        send(&client, chat(&server, None)).await.status,
+        StatusCode::OK
+    );
+
+    let created = admin_json(&server, &["agent", "create", "--name", "second", "--json"]).await;
+    let listed = admin_json(&server, &["agent", "list", "--json"]).await;
+    let ids: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["agent_id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&created["agent_id"].as_str().unwrap()),
+        "{listed}"
+    );
+    let got = admin_json(&server, &["agent", "get", &agent_id, "--json"]).await;
+    assert_eq!(got["status"], "active");
+    let user = admin_json(&server, &["user", "create", "--name", "ada", "--json"]).await;
+    let users = admin_json(&server, &["user", "list", "--json"]).await;
+    assert!(
+        users["users"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["user_id"] == user["user_id"])
+    );
+    let trail = admin_json(&server, &["audit", "--since", "1h", "--json"]).await;
+    let actions: Vec<&str> = trail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "user.create",
+            "agent.create",
+            "agent.status",
+            "agent.status"
+        ],
+        "{trail}"
+    );
+}

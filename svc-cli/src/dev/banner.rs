@@ -32,10 +32,21 @@ pub fn banner(server: &DevServer) -> String {
     let _ = writeln!(out, "chat token:  {}", identity.chat_token);
     let _ = writeln!(
         out,
-        "admin token: {} (gRPC CreateToken, RevokeToken, ListTokens; metadata \
-         authorization: Bearer <token>)",
+        "admin token: {} (every permission; gRPC metadata authorization: Bearer <token>)",
         identity.admin_token
     );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Manage it (svc agent, svc token, svc user, svc audit):"
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  export SVC_AUTH_GRPC_ADDR={} SVC_ADMIN_TOKEN={}",
+        server.grpc_addr, identity.admin_token
+    );
+    let _ = writeln!(out, "  svc agent pause {} --reason test", identity.agent_id);
     let _ = writeln!(out);
     let _ = writeln!(out, "Try it:");
     let _ = writeln!(out);
