@@ -211,3 +211,39 @@ async fn count_tokens_is_forwarded_to_an_anthropic_target() {
     assert_eq!(reply.json(), json!({"input_tokens": expected}));
     assert_eq!(anthropic.seen().len(), calls);
 }
+
+#[tokio::test]
+async fn count_tokens_spends_none_of_the_request_limit() {
+    let world = support::World::random();
+    let auth_addr = support::auth::start(&world).await;
+    let config = support::config(auth_addr, &[("SVC_RATE_LIMIT_RPM", "1")]);
+    let gateway = svc_gateway::Gateway::new(config)
+        .unwrap()
+        .with_rate_limit_store(std::sync::Arc::new(
+            svc_tower::rate_limit::MemoryRateLimitStore::new(),
+        ))
+        .start()
+        .await
+        .unwrap();
+    let env = Env {
+        world,
+        auth_addr,
+        gateway,
+        client: support::client(),
+        upstream: None,
+    };
+    let mut count = claude_code_body("svc-mock-1");
+    count.as_object_mut().unwrap().remove("max_tokens");
+    for _ in 0..3 {
+        let reply = post(&env, "/v1/messages/count_tokens", &count, &[]).await;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+    }
+    // The one request a minute is still there for Messages.
+    let body = claude_code_body("svc-mock-1");
+    assert_eq!(post(&env, "/v1/messages", &body, &[]).await.status, 200);
+    assert_envelope(
+        &post(&env, "/v1/messages", &body, &[]).await,
+        429,
+        "RATE_LIMITED",
+    );
+}
