@@ -18,6 +18,7 @@ pub mod live;
 mod metrics;
 pub mod mock;
 mod registry;
+pub mod system_turns;
 mod transport;
 
 use std::pin::Pin;
