@@ -39,7 +39,7 @@ use crate::ledger::{Ledger, LedgerMetrics, LedgerSink, PgLedger};
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::request::Endpoint;
-use crate::routes::{self, forward::ForwardState, models::ModelsState};
+use crate::routes::{self, count_tokens::CountState, forward::ForwardState, models::ModelsState};
 use crate::server::{self, Running};
 use crate::session::{self, CheckpointWriter, SessionStore, WriterTask};
 use crate::token_limit::TokenLimiter;
@@ -272,10 +272,15 @@ impl Gateway {
         }
     }
 
+    /// The provider call itself.
+    fn forward(&self) -> Forward {
+        Forward::new(self.registry.clone(), self.config.error_docs_base.clone())
+            .drain(self.drain.clone())
+    }
+
     /// The service under the handler: Idempotency, then the provider.
     fn forward_service(&self) -> routes::ForwardService {
-        let forward = Forward::new(self.registry.clone(), self.config.error_docs_base.clone())
-            .drain(self.drain.clone());
+        let forward = self.forward();
         let idempotency = IdempotencyLayer::new(self.idempotency_store())
             // A claim must outlive the slowest chain of provider calls, or a retry would run
             // it twice.
@@ -378,6 +383,20 @@ impl Gateway {
             Endpoint::Messages,
             RequirePermissionLayer::chat_completions(),
         );
+        // Counting tokens spends none: the chat permission, no rate limit, no idempotency.
+        let count_tokens = post(routes::count_tokens::count_tokens)
+            .with_state(CountState {
+                forward: BoxCloneSyncService::new(self.forward()),
+                max_body: config.max_request_body_bytes,
+            })
+            .route_layer(
+                ServiceBuilder::new()
+                    .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
+                    .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                    .layer(pat_auth.clone())
+                    .layer(agent_check.clone())
+                    .layer(RequirePermissionLayer::chat_completions()),
+            );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
@@ -422,6 +441,8 @@ impl Gateway {
                 .route(endpoint.alias(), route);
         }
         router
+            .route(Endpoint::CountTokens.route(), count_tokens.clone())
+            .route(Endpoint::CountTokens.alias(), count_tokens)
             .route("/v1/models", models.clone())
             .route("/proxy/v1/models", models)
             .route("/v1/models/{*model}", model.clone())

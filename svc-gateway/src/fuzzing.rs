@@ -20,12 +20,7 @@ use crate::sse::SseBody;
 use crate::usage::UsageReporter;
 use crate::validate;
 
-const ENDPOINTS: [Endpoint; 4] = [
-    Endpoint::ChatCompletions,
-    Endpoint::Embeddings,
-    Endpoint::Responses,
-    Endpoint::Messages,
-];
+const ENDPOINTS: [Endpoint; 5] = Endpoint::ALL;
 
 fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();

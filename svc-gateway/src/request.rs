@@ -16,15 +16,18 @@ pub enum Endpoint {
     Responses,
     /// `POST /v1/messages`: Anthropic's Messages API.
     Messages,
+    /// `POST /v1/messages/count_tokens`: the input tokens a Messages request would use.
+    CountTokens,
 }
 
 impl Endpoint {
     /// Every endpoint.
-    pub const ALL: [Endpoint; 4] = [
+    pub const ALL: [Endpoint; 5] = [
         Endpoint::ChatCompletions,
         Endpoint::Embeddings,
         Endpoint::Responses,
         Endpoint::Messages,
+        Endpoint::CountTokens,
     ];
 
     /// The position in [`ALL`](Self::ALL).
@@ -39,6 +42,7 @@ impl Endpoint {
             Endpoint::Embeddings => "/embeddings",
             Endpoint::Responses => "/responses",
             Endpoint::Messages => "/messages",
+            Endpoint::CountTokens => "/messages/count_tokens",
         }
     }
 
@@ -49,6 +53,7 @@ impl Endpoint {
             Endpoint::Embeddings => "/v1/embeddings",
             Endpoint::Responses => "/v1/responses",
             Endpoint::Messages => "/v1/messages",
+            Endpoint::CountTokens => "/v1/messages/count_tokens",
         }
     }
 
@@ -59,6 +64,7 @@ impl Endpoint {
             Endpoint::Embeddings => "embeddings",
             Endpoint::Responses => "response",
             Endpoint::Messages => "message",
+            Endpoint::CountTokens => "token count",
         }
     }
 
@@ -69,6 +75,7 @@ impl Endpoint {
             Endpoint::Embeddings => "/proxy/v1/embeddings",
             Endpoint::Responses => "/proxy/v1/responses",
             Endpoint::Messages => "/proxy/v1/messages",
+            Endpoint::CountTokens => "/proxy/v1/messages/count_tokens",
         }
     }
 
@@ -147,7 +154,7 @@ impl ApiRequest {
     pub fn texts(&self) -> Vec<&str> {
         let mut texts = Vec::new();
         let field = match self.endpoint {
-            Endpoint::ChatCompletions | Endpoint::Messages => "messages",
+            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens => "messages",
             Endpoint::Embeddings | Endpoint::Responses => "input",
         };
         if let Some(instructions) = self.json.get("instructions").and_then(Value::as_str) {

@@ -1,8 +1,11 @@
 //! Anthropic through the gateway: `/v1/messages` passed through to an anthropic provider
 //! (JSON and SSE unchanged, our key and version headers, never the client's credentials),
 //! chat completions to a Claude model translated both ways, Anthropic errors in the envelope,
-//! the mock's Messages answers, and Messages validation at exact paths.
+//! the mock's Messages answers, Messages validation at exact paths, and what Anthropic's
+//! clients send (Claude Code's first request, `count_tokens`) in `clients`.
 
+#[path = "anthropic/clients.rs"]
+mod clients;
 mod registry;
 mod support;
 #[path = "anthropic/upstream.rs"]
@@ -282,7 +285,7 @@ async fn the_mock_answers_messages_in_dev_mode() {
 async fn a_bad_messages_body_names_each_field() {
     let env = Env::mock(&[]).await;
     let body = json!({"model": "svc-mock-1", "system": 5, "messages": [
-        {"role": "system", "content": "x"},
+        {"role": "tool", "content": "x"},
         {"role": "user", "content": [{"type": "text"}, {"type": "tool_result"}]},
         {"role": "assistant"},
     ], "tool_choice": {"type": "tool"}});

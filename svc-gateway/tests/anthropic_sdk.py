@@ -77,6 +77,22 @@ out["tool"] = {
     "then_stop_reason": second.stop_reason,
 }
 
+# Claude Code's first request: the beta namespace (`?beta=true`), a system turn among the
+# messages.
+beta = claude.beta.messages.create(
+    model=model,
+    max_tokens=64,
+    messages=[{"role": "user", "content": "hi"}, {"role": "system", "content": "Be terse."}],
+    betas=["interleaved-thinking-2025-05-14"],
+)
+counted = claude.messages.count_tokens(
+    model=model,
+    system="Be brief.",
+    messages=[{"role": "user", "content": "Say hello."}],
+)
+out["beta"] = {"text": beta.content[0].text}
+out["count"] = {"input_tokens": counted.input_tokens}
+
 # The OpenAI SDK against the same Claude model, through the translation.
 gpt = openai.OpenAI(
     base_url=config["base_url"] + "/v1",

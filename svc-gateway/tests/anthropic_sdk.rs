@@ -1,4 +1,5 @@
-//! The official Anthropic Python SDK (PyPI `anthropic`) against `/v1/messages`, and the
+//! The official Anthropic Python SDK (PyPI `anthropic`) against `/v1/messages` (its beta
+//! namespace, as Claude Code calls it, included) and `/v1/messages/count_tokens`, and the
 //! official OpenAI Python SDK running a tool call against the same Claude model through the
 //! chat translation.
 //!
@@ -21,7 +22,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use svc_gateway::provider::mock::MOCK_REPLY;
-use upstream::Anthropic;
+use upstream::{Anthropic, COUNTED};
 
 /// Bounds the script; its own calls time out after 30 s each.
 const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
@@ -72,6 +73,8 @@ async fn the_official_sdks_talk_to_a_claude_model() {
     assert_eq!(out["tool"]["name"], "get_weather");
     assert_eq!(out["tool"]["input"], json!({}));
     assert_eq!(out["tool"]["then"], MOCK_REPLY);
+    assert_eq!(out["beta"]["text"], MOCK_REPLY);
+    assert_eq!(out["count"]["input_tokens"], COUNTED);
 
     assert_eq!(out["openai"]["finish_reason"], "tool_calls");
     assert_eq!(out["openai"]["name"], "get_weather");
@@ -82,7 +85,12 @@ async fn the_official_sdks_talk_to_a_claude_model() {
 
     // Every call reached the provider with its key, never the PAT.
     let seen = anthropic.seen();
-    assert_eq!(seen.len(), 6);
+    assert_eq!(seen.len(), 8);
+    assert_eq!(
+        seen[4].headers["anthropic-beta"],
+        "interleaved-thinking-2025-05-14"
+    );
+    assert_eq!(seen[5].path, "/v1/messages/count_tokens");
     for exchange in &seen {
         assert_eq!(exchange.headers["x-api-key"], "sk-ant-fake");
         assert!(exchange.headers.get("authorization").is_none());

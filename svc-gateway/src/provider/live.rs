@@ -1,5 +1,6 @@
 //! The live provider: any OpenAI-compatible API, `POST {base}/chat/completions`,
-//! `{base}/embeddings` and `{base}/responses`.
+//! `{base}/embeddings` and `{base}/responses`. A Messages `count_tokens` call is answered
+//! from the gateway's estimate, without a call.
 //!
 //! The upstream request is built from scratch: the client's body as received (see
 //! [`ApiRequest::upstream_body`] for the one field the gateway may add), our own headers
@@ -113,7 +114,7 @@ impl LiveProvider {
             Endpoint::ChatCompletions => &self.endpoints[0],
             Endpoint::Embeddings => &self.endpoints[1],
             Endpoint::Responses => &self.endpoints[2],
-            Endpoint::Messages => return None,
+            Endpoint::Messages | Endpoint::CountTokens => return None,
         };
         let mut builder = HttpUpstream::post(endpoint, request.stream, call);
         if let Some(authorization) = &self.authorization {
@@ -127,9 +128,12 @@ impl LiveProvider {
         request: &ApiRequest,
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
-        if request.endpoint == Endpoint::Messages {
+        match request.endpoint {
             // Anthropic's shape goes to an anthropic provider only.
-            return Err(ProviderError::NotConfigured);
+            Endpoint::Messages => return Err(ProviderError::NotConfigured),
+            // No OpenAI-compatible API counts a Messages request: the estimate answers.
+            Endpoint::CountTokens => return Ok(super::estimated_count(request)),
+            _ => {}
         }
         let upstream = self
             .upstream_request(request, call)

@@ -18,6 +18,7 @@ pub mod live;
 mod metrics;
 pub mod mock;
 mod registry;
+pub mod system_turns;
 mod transport;
 
 use std::pin::Pin;
@@ -37,6 +38,17 @@ pub use metrics::ProviderMetrics;
 pub use registry::Registry;
 
 use crate::request::ApiRequest;
+
+/// A `count_tokens` answer, `{"input_tokens": N}`, from the gateway's own upper-bound
+/// estimate ([`crate::token_estimate`]): how the mock and OpenAI-compatible targets answer it,
+/// having no counter of Anthropic's.
+pub(crate) fn estimated_count(request: &ApiRequest) -> ProviderReply {
+    let tokens = crate::token_estimate::prompt_tokens(&request.json, request.message_count);
+    ProviderReply::Json {
+        status: StatusCode::OK,
+        body: Bytes::from(serde_json::json!({ "input_tokens": tokens }).to_string()),
+    }
+}
 
 /// Raw server-sent event bytes, in the order the provider produced them.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Bytes, ProviderError>> + Send>>;

@@ -1,5 +1,6 @@
 //! The route handlers. The stack around them is assembled in [`crate::app`](mod@crate::app).
 
+pub(crate) mod count_tokens;
 pub(crate) mod forward;
 pub(crate) mod models;
 pub(crate) mod openapi;

@@ -1,9 +1,14 @@
 //! `POST /v1/messages`: Anthropic's Messages request, checked where the gateway reads it.
 //!
-//! `max_tokens` is required; `messages` alternate user and assistant turns, each with
-//! `content` as a string or an array of blocks (`text`, `image`, `document`, `tool_use`,
-//! `tool_result`, and any newer type, passed through); `system` is a string or text blocks.
-//! The 100 KiB limit counts a message's text (its string, or its text blocks summed).
+//! `max_tokens` is required; `messages` are user, assistant or system turns (Anthropic's SDK
+//! types allow `system` among them, and Claude Code sends it), each with `content` as a string
+//! or an array of blocks (`text`, `image`, `document`, `tool_use`, `tool_result`, and any other
+//! type, thinking and server tool blocks included, passed through); `system` is a string or
+//! text blocks. The 100 KiB limit counts a message's text (its string, or its text blocks
+//! summed). Every other field (`thinking`, `cache_control`, `context_management`,
+//! `output_config`, anything newer) goes to the provider unchanged.
+//!
+//! `POST /v1/messages/count_tokens` takes the same body without `max_tokens`.
 
 use serde_json::{Map, Value};
 use svc_tower::error::FieldErrorCode;
@@ -11,12 +16,31 @@ use svc_tower::error::FieldErrorCode;
 use super::schema::{self, Kind, Path, of_kind, one_of, optional, required};
 use super::{Errors, Fields, MAX_CONTENT_BYTES};
 
+/// The roles a Messages turn may have.
+const ROLES: [&str; 3] = ["user", "assistant", "system"];
+
 pub(super) fn validate(object: &Map<String, Value>, errors: &mut Errors) -> Fields {
-    let message_count = messages(object, errors);
-    system(object, errors);
     let max_tokens = required(object, &Path::Root("max_tokens"), Kind::Integer(1), errors)
         .and_then(Value::as_u64);
     let stream = schema::stream(object, errors);
+    Fields {
+        stream,
+        max_tokens,
+        ..common(object, errors)
+    }
+}
+
+/// A `count_tokens` body: a Messages request that generates nothing, so neither
+/// `max_tokens` nor `stream` is read.
+pub(super) fn count_tokens(object: &Map<String, Value>, errors: &mut Errors) -> Fields {
+    optional(object, &Path::Root("max_tokens"), Kind::Integer(1), errors);
+    common(object, errors)
+}
+
+/// What both routes read.
+fn common(object: &Map<String, Value>, errors: &mut Errors) -> Fields {
+    let message_count = messages(object, errors);
+    system(object, errors);
     let temperature = schema::temperature(object, errors);
     tools(object, errors);
     tool_choice(object, errors);
@@ -28,10 +52,10 @@ pub(super) fn validate(object: &Map<String, Value>, errors: &mut Errors) -> Fiel
     }
     optional(object, &Path::Root("metadata"), Kind::Object, errors);
     Fields {
-        stream,
+        stream: false,
         include_usage: false,
         message_count,
-        max_tokens,
+        max_tokens: None,
         temperature,
     }
 }
@@ -49,7 +73,7 @@ fn messages(object: &Map<String, Value>, errors: &mut Errors) -> usize {
         if let Some(role) =
             required(item, &at.key("role"), Kind::String, errors).and_then(Value::as_str)
         {
-            one_of(role, &["user", "assistant"], &at.key("role"), errors);
+            one_of(role, &ROLES, &at.key("role"), errors);
         }
         let content = at.key("content");
         let text = match item.get("content") {

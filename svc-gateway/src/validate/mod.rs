@@ -91,6 +91,7 @@ pub fn request(
         Endpoint::Embeddings => embeddings::validate(&object, &mut errors),
         Endpoint::Responses => responses::validate(&object, &mut errors),
         Endpoint::Messages => messages::validate(&object, &mut errors),
+        Endpoint::CountTokens => messages::count_tokens(&object, &mut errors),
     };
     if fields.stream && has_key {
         errors.push(

@@ -1,7 +1,8 @@
 //! A fake Anthropic Messages API on loopback. It checks each request with the gateway's own
 //! Messages validator (so a translated chat request must be a valid Messages request),
 //! answers what the mock provider answers (JSON, or named SSE events), records what it was
-//! sent and what it answered, and can be told to fail with a status instead.
+//! sent and what it answered, and can be told to fail with a status instead. Its
+//! `/v1/messages/count_tokens` answers `{"input_tokens": 42}`.
 // Each test file that mounts it uses a part.
 #![allow(dead_code)]
 
@@ -24,6 +25,7 @@ use tokio::net::TcpListener;
 /// One exchange as the upstream saw it.
 #[derive(Clone, Debug)]
 pub(crate) struct Exchange {
+    pub(crate) path: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
     pub(crate) answer: Bytes,
@@ -47,6 +49,7 @@ impl Anthropic {
         let inner = Arc::new(Inner::default());
         let app = Router::new()
             .route("/v1/messages", post(answer))
+            .route("/v1/messages/count_tokens", post(count))
             .with_state(inner.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -70,6 +73,38 @@ impl Anthropic {
     pub(crate) fn last_body(&self) -> Value {
         serde_json::from_slice(&self.seen().last().expect("a request").body).unwrap()
     }
+}
+
+/// What the fake's counter answers.
+pub(crate) const COUNTED: u64 = 42;
+
+async fn count(State(inner): State<Arc<Inner>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let answer = Bytes::from(json!({ "input_tokens": COUNTED }).to_string());
+    record(&inner, parts, body, 200, "application/json", answer)
+}
+
+/// Keeps the exchange and answers.
+fn record(
+    inner: &Inner,
+    parts: http::request::Parts,
+    body: Bytes,
+    status: u16,
+    content_type: &str,
+    answer: Bytes,
+) -> Response {
+    inner.seen.lock().unwrap().push(Exchange {
+        path: parts.uri.path().to_owned(),
+        headers: parts.headers,
+        body,
+        answer: answer.clone(),
+    });
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Body::from(answer))
+        .unwrap()
 }
 
 async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
@@ -100,14 +135,5 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             },
         }
     };
-    inner.seen.lock().unwrap().push(Exchange {
-        headers: parts.headers,
-        body,
-        answer: answer.clone(),
-    });
-    Response::builder()
-        .status(status)
-        .header("content-type", content_type)
-        .body(Body::from(answer))
-        .unwrap()
+    record(&inner, parts, body, status, content_type, answer)
 }

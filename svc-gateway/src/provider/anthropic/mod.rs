@@ -2,7 +2,8 @@
 //! default), with the provider's key as `x-api-key` and `anthropic-version: 2023-06-01`.
 //!
 //! A `/v1/messages` request travels as the client sent it (the model renamed when its target
-//! says so), and the answer, JSON or SSE, comes back unchanged. A chat completion routed here
+//! says so), and the answer, JSON or SSE, comes back unchanged; so does a
+//! `/v1/messages/count_tokens` request, to `{base}/messages/count_tokens`. A chat completion routed here
 //! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not.
 //! As for every provider, the upstream request is built from scratch: the client's own
 //! `x-api-key`, `Authorization` and `Idempotency-Key` never travel. Its `anthropic-beta`
@@ -39,6 +40,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 pub struct AnthropicProvider {
     http: HttpUpstream,
     messages: Uri,
+    count_tokens: Uri,
     api_key: Option<HeaderValue>,
 }
 
@@ -49,13 +51,12 @@ impl AnthropicProvider {
         api_key: Option<Secret>,
         timeout: Duration,
     ) -> Result<AnthropicProvider, BuildError> {
-        let messages = format!(
-            "{}{}",
-            base_url.trim_end_matches('/'),
-            Endpoint::Messages.upstream_path()
-        )
-        .parse::<Uri>()
-        .map_err(|_| BuildError::BaseUrl)?;
+        let base = base_url.trim_end_matches('/');
+        let [Ok(messages), Ok(count_tokens)] = [Endpoint::Messages, Endpoint::CountTokens]
+            .map(|endpoint| format!("{base}{}", endpoint.upstream_path()).parse::<Uri>())
+        else {
+            return Err(BuildError::BaseUrl);
+        };
         let api_key_header = match &api_key {
             Some(key) => Some(secret_header(key.expose()).ok_or(BuildError::ApiKey)?),
             None => None,
@@ -63,19 +64,21 @@ impl AnthropicProvider {
         Ok(AnthropicProvider {
             http: HttpUpstream::new(timeout, api_key)?,
             messages,
+            count_tokens,
             api_key: api_key_header,
         })
     }
 
-    /// Sends a Messages body.
+    /// Sends a Messages body to `uri`.
     async fn send(
         &self,
+        uri: &Uri,
         body: Bytes,
         stream: bool,
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
-        let mut builder = HttpUpstream::post(&self.messages, stream, call)
-            .header("anthropic-version", ANTHROPIC_VERSION);
+        let mut builder =
+            HttpUpstream::post(uri, stream, call).header("anthropic-version", ANTHROPIC_VERSION);
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key.clone());
         }
@@ -96,7 +99,14 @@ impl AnthropicProvider {
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
         match request.endpoint {
-            Endpoint::Messages => self.send(request.raw.clone(), request.stream, call).await,
+            Endpoint::Messages => {
+                self.send(&self.messages, request.raw.clone(), request.stream, call)
+                    .await
+            }
+            Endpoint::CountTokens => {
+                self.send(&self.count_tokens, request.raw.clone(), false, call)
+                    .await
+            }
             Endpoint::ChatCompletions => self.chat(request, call).await,
             // Neither has a Messages counterpart.
             Endpoint::Embeddings | Endpoint::Responses => Err(ProviderError::NotConfigured),
@@ -111,7 +121,10 @@ impl AnthropicProvider {
     ) -> Result<ProviderReply, ProviderError> {
         let body = Bytes::from(request::body(request)?.to_string());
         let created = chrono::Utc::now().timestamp();
-        match self.send(body, request.stream, call).await? {
+        match self
+            .send(&self.messages, body, request.stream, call)
+            .await?
+        {
             ProviderReply::Stream { status, events } => Ok(ProviderReply::Stream {
                 status,
                 events: stream::chunks(events, created),

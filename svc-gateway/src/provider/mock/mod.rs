@@ -49,6 +49,7 @@ impl Provider for MockProvider {
                 Endpoint::Embeddings => json_reply(embeddings::answer(request)),
                 Endpoint::Responses => responses::answer(request),
                 Endpoint::Messages => messages::answer(request),
+                Endpoint::CountTokens => super::estimated_count(request),
             })
         })
     }

@@ -1,0 +1,64 @@
+//! `POST /v1/messages/count_tokens` (and its `/proxy` alias): the input tokens a Messages
+//! request would use, so Anthropic's SDKs and Claude Code can size a prompt.
+//!
+//! It needs the CHAT_COMPLETIONS permission and is not rate limited: it generates nothing and
+//! spends no tokens, so it takes nothing from the org's budgets, keeps no idempotency record
+//! and writes no ledger row or session checkpoint. The model's first admitted target answers:
+//! an anthropic provider is asked (`{base}/messages/count_tokens`, the body unchanged); the
+//! mock and OpenAI-compatible targets answer `{"input_tokens": N}` from the gateway's own
+//! upper-bound estimate ([`crate::token_estimate`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use svc_tower::body_limit;
+use svc_tower::context::OrgContext;
+use svc_tower::request_id::RequestId;
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
+
+use crate::request::Endpoint;
+use crate::validate;
+
+/// The provider call under the handler, without idempotency.
+pub(crate) type CountService = BoxCloneSyncService<Request, Response<Body>, Infallible>;
+
+/// What the route needs.
+#[derive(Clone)]
+pub(crate) struct CountState {
+    pub(crate) forward: CountService,
+    pub(crate) max_body: usize,
+}
+
+pub(crate) async fn count_tokens(State(state): State<CountState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = match body_limit::collect(body, state.max_body).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response_with(Body::empty()),
+    };
+    let api = match validate::request(Endpoint::CountTokens, &parts.headers, bytes) {
+        Ok(api) => Arc::new(api),
+        Err(error) => return (*error).into_response_with(Body::empty()),
+    };
+    tracing::info!(
+        org_id = parts
+            .extensions
+            .get::<OrgContext>()
+            .map(|o| o.org_id.to_string()),
+        request_id = parts.extensions.get::<RequestId>().map(|r| r.to_string()),
+        route = Endpoint::CountTokens.route(),
+        model = %api.model,
+        message_count = api.message_count,
+        "{}",
+        Endpoint::CountTokens.noun()
+    );
+    let mut inner = Request::from_parts(parts, Body::empty());
+    inner.extensions_mut().insert(api);
+    match state.forward.oneshot(inner).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
