@@ -22,6 +22,7 @@
 //! class's share is refused at once, as busy: a retryable fault. A call pushed back by classes
 //! that joined after it is refused the same way when the turn it can no longer take is due.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -232,7 +233,7 @@ impl Drop for Place<'_> {
 #[derive(Debug)]
 pub(crate) struct ColdLane {
     pacer: Arc<Pacer>,
-    under_way: Mutex<std::collections::HashMap<Digest, usize>>,
+    under_way: Mutex<HashMap<Digest, usize>>,
 }
 
 /// A call's place in the cold lane, held until the call is decided or dropped.
@@ -258,11 +259,11 @@ impl ColdLane {
     pub(crate) fn new(per_second: u32) -> Arc<ColdLane> {
         Arc::new(ColdLane {
             pacer: Pacer::new(per_second, MAX_WAIT),
-            under_way: Mutex::new(std::collections::HashMap::new()),
+            under_way: Mutex::new(HashMap::new()),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, std::collections::HashMap<Digest, usize>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Digest, usize>> {
         self.under_way.lock().unwrap_or_else(|p| p.into_inner())
     }
 
