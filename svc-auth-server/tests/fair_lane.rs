@@ -32,10 +32,10 @@ const DEADLINE: Duration = Duration::from_millis(250);
 const SATURATED: usize = 200;
 /// Bound on saturating, and on each first call's answer.
 const WITHIN: Duration = Duration::from_secs(20);
-/// Argon2 runs that may start while another org's first call waits: the one under way when
-/// it arrives and its own (and, as its answer travels back, the flood's next). Behind the
-/// flood's queue instead, it would be up to 256.
-const RUNS_PER_FIRST_CALL: u64 = 3;
+/// Argon2 runs that may start while another org's first call waits: its own, the one after
+/// it, and those that start while it waits for its turn and its row; a few, where behind the
+/// flood's queue it would be up to 256.
+const RUNS_PER_FIRST_CALL: u64 = 8;
 
 #[derive(Default)]
 struct Tally {

@@ -87,26 +87,38 @@ impl<K: Eq + Hash + Copy, T> FairQueue<K, T> {
         let (tag, _, item) = flow.items.pop_back()?;
         flow.finish = tag;
         self.len -= 1;
-        self.tidy(key);
+        self.forget_if_empty(key);
         Some(item)
     }
 
-    /// Takes out the first item charged to `key` that `matches`.
+    /// Takes out the first item charged to `key` that `matches`, which then owes nothing for
+    /// it. (Items behind it keep their tags: a small cost to the key, never to the others.)
     pub(crate) fn remove(&mut self, key: K, matches: impl Fn(&T) -> bool) -> Option<T> {
         let flow = self.flows.get_mut(&key)?;
         let at = flow.items.iter().position(|(_, _, item)| matches(item))?;
         let (_, _, item) = flow.items.remove(at)?;
         self.len -= 1;
-        self.tidy(key);
+        self.forget_if_empty(key);
         Some(item)
     }
 
-    fn tidy(&mut self, key: K) {
-        let clock = self.clock;
+    /// Takes out the first item that `matches`, whatever its key.
+    pub(crate) fn remove_any(&mut self, matches: impl Fn(&T) -> bool) -> Option<T> {
+        let key = self
+            .flows
+            .iter()
+            .find(|(_, flow)| flow.items.iter().any(|(_, _, item)| matches(item)))
+            .map(|(key, _)| *key)?;
+        self.remove(key, matches)
+    }
+
+    /// A key whose items were all taken back owes nothing: its next arrival starts at the
+    /// clock.
+    fn forget_if_empty(&mut self, key: K) {
         if self
             .flows
             .get(&key)
-            .is_some_and(|flow| flow.items.is_empty() && flow.finish <= clock)
+            .is_some_and(|flow| flow.items.is_empty())
         {
             self.flows.remove(&key);
         }
@@ -194,5 +206,8 @@ mod tests {
         assert_eq!(drain(&mut queue), "baa");
         assert_eq!(queue.pop_newest('a'), None);
         assert_eq!(queue.remove('b', |_| true), None);
+        queue.push('c', 7);
+        assert_eq!(queue.remove_any(|n| *n == 7), Some(7));
+        assert!(queue.is_empty());
     }
 }

@@ -5,7 +5,7 @@
 //! 1. [`Pat::parse`]: shape and checksum, no I/O. Garbage stops here.
 //! 2. The lane. A secret this process has seen succeed for this token id (the remembered
 //!    success digest) is warm and goes on at once. Any other is cold and waits its turn on the
-//!    cold lane's pace (`pacer`), charged to the org the token id was last read as (`owners`),
+//!    cold lane's pace (`pacer`), charged to the org the token id was last read as (`lane`),
 //!    or is refused as busy when its org's share of the queue is full: floods of forged or
 //!    wrong tokens are all cold, so they cost at most the pace in reads and hashing, a token
 //!    in use is never slowed by them, and one org's flood leaves the others their turns.
@@ -43,6 +43,7 @@ mod budget;
 mod fair;
 mod flight;
 pub mod hasher;
+mod lane;
 mod memory;
 mod owners;
 mod pacer;
@@ -50,10 +51,9 @@ mod pacer;
 use budget::{Bounds, Budget};
 use flight::{Boarding, Decision, Flights};
 pub use hasher::{Argon2Params, HashError, Hasher};
+use lane::ColdLane;
 pub use memory::FailureLimits;
 use memory::{Digest, Digester, Failures, Recall, Successes};
-use owners::Owners;
-use pacer::ColdLane;
 pub use pacer::DEFAULT_COLD_RATE;
 
 /// Default number of remembered successes (one per token).
@@ -169,7 +169,6 @@ pub struct Verifier<S> {
     budget: Arc<Budget>,
     flights: Arc<Flights<Outcome>>,
     cold: Arc<ColdLane>,
-    owners: Owners,
 }
 
 /// What checking one secret decided; every caller of one flight gets the same.
@@ -220,8 +219,7 @@ impl<S: Store> Verifier<S> {
                 hashing: hasher.concurrency(),
             }),
             flights: Flights::new(Err(HashError::Pool)),
-            cold: ColdLane::new(failure_limits.cold_rate),
-            owners: Owners::new(success_capacity),
+            cold: ColdLane::new(failure_limits.cold_rate, success_capacity),
             hasher,
         })
     }
@@ -257,7 +255,7 @@ impl<S: Store> Verifier<S> {
         // Held to the end of the call: while it lasts, calls with the same secret ride along.
         let _cold = match warm {
             true => None,
-            false => Some(self.cold.enter(digest, self.owners.class(token_id)).await?),
+            false => Some(self.cold.enter(token_id, digest).await?),
         };
         let (record, agent) = match agent {
             None => (self.store.token_for_validation(token_id).await?, None),
@@ -267,7 +265,7 @@ impl<S: Store> Verifier<S> {
             },
         };
         let record = record.ok_or(VerifyError::Unknown)?;
-        self.owners.learn(token_id, record.org_id);
+        self.cold.learn(token_id, record.org_id);
         if record.revoked_at.is_some() {
             return Err(VerifyError::Revoked);
         }

@@ -30,11 +30,14 @@ impl Owners {
             .map_or(Class::Unread, |org| Class::Org(*org))
     }
 
-    pub(crate) fn learn(&self, token_id: Uuid, org_id: Uuid) {
+    /// Remembers that `token_id` belongs to `org_id`; true when it was not known.
+    pub(crate) fn learn(&self, token_id: Uuid, org_id: Uuid) -> bool {
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if map.get_mut(&token_id).is_none() {
+        let new = map.get_mut(&token_id).is_none();
+        if new {
             map.insert(token_id, org_id);
         }
+        new
     }
 }
 
@@ -48,8 +51,9 @@ mod tests {
         let (ids, org) = ([1, 2, 3].map(Uuid::from_u128), Uuid::from_u128(9));
         assert_eq!(owners.class(ids[0]), Class::Unread);
         for id in ids {
-            owners.learn(id, org);
+            assert!(owners.learn(id, org));
         }
+        assert!(!owners.learn(ids[2], org), "known already");
         assert_eq!(owners.class(ids[0]), Class::Unread);
         assert_eq!(owners.class(ids[2]), Class::Org(org));
     }

@@ -1,19 +1,12 @@
 //! The cold lane's pace: validations of secrets this process has not seen succeed start at
 //! most `rate` a second, in turns fair between orgs.
 //!
-//! The pace is per secret tried, not per call: a call presenting the same (token id, secret)
-//! as a cold call still under way goes along with it without a turn, so a burst of first uses
-//! of one token (every client of a gateway after a restart) takes one turn, not one each. A
-//! repeated wrong secret rides only until its verdict is in, after which the failure memory
-//! answers it and it is paced again.
-//!
-//! A flood of forged or wrong tokens is all cold, while a token in use is warm after its first
-//! success. Pacing the cold lane, not counting per id or per address, bounds what a flood can
-//! cost in database reads and CPU whatever ids it cycles through, and leaves the rest of the
-//! machine to the warm lane, which is never paced.
+//! Pacing the cold lane, not counting per id or per address, bounds what a flood of forged or
+//! wrong tokens can cost in database reads and CPU whatever ids it cycles through, and leaves
+//! the rest of the machine to the warm lane, which is never paced.
 //!
 //! Turns are not first come first served: a waiting call is charged to its [`Class`], the org
-//! its token id was last read as (see `owners`), and turns go round the classes waiting
+//! its token id was last read as (see `lane`), and turns go round the classes waiting
 //! (`fair`). A class may keep waiting at most its share of the calls that fit in `max_wait`,
 //! that many divided by the classes waiting, so one org flooding its own ids cannot fill the
 //! queue: another org's call joins it and is served within a few turns. A caller waits
@@ -21,8 +14,10 @@
 //! turn would come more than `max_wait` after it arrived takes none. Whoever is over its
 //! class's share is refused at once, as busy: a retryable fault. A call pushed back by classes
 //! that joined after it is refused the same way when the turn it can no longer take is due.
+//!
+//! Turns are given by when they were due, not by when the serving task got to run, so a busy
+//! machine whose timers fire late costs no one their turn.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,13 +27,15 @@ use uuid::Uuid;
 
 use super::Refusal;
 use super::fair::FairQueue;
-use super::memory::Digest;
 
 /// Default cold validations started per second.
 pub const DEFAULT_COLD_RATE: u32 = 1000;
 
 /// Default longest wait for a turn; half the gateway's default ValidateToken deadline.
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(25);
+
+/// How long past its wait a caller waits for the serving task to run at all.
+const STALLED: Duration = Duration::from_secs(1);
 
 /// Whom a cold call is charged to before its token row is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,6 +69,7 @@ struct Turns {
 #[derive(Debug)]
 struct Waiter {
     id: u64,
+    token_id: Uuid,
     arrived: Instant,
     /// True: a turn. False: none was due within `max_wait` of its arrival.
     turn: oneshot::Sender<bool>,
@@ -109,8 +107,12 @@ impl Pacer {
         (usize::try_from(slots).unwrap_or(usize::MAX) / classes).max(1)
     }
 
-    /// Waits for a turn charged to `class`.
-    pub(crate) async fn turn(self: &Arc<Self>, class: Class) -> Result<(), Refusal> {
+    /// Waits for a turn for a call on `token_id`, charged to `class`.
+    pub(crate) async fn turn(
+        self: &Arc<Self>,
+        class: Class,
+        token_id: Uuid,
+    ) -> Result<(), Refusal> {
         let (id, turn, deadline) = {
             let mut turns = self.lock();
             let now = Instant::now();
@@ -133,6 +135,7 @@ impl Pacer {
             turns.callers += 1;
             let waiter = Waiter {
                 id,
+                token_id,
                 arrived: now,
                 turn: tx,
             };
@@ -145,20 +148,34 @@ impl Pacer {
         };
         let mut place = Place {
             pacer: self,
-            class,
             id,
             turn,
+            waiting: true,
         };
-        // The server decides by when each turn was due, so that a late timer (a busy
-        // machine) costs no one their turn: the turns missed are made up at once, as many as
-        // were waiting. This wait only bounds a caller pushed back by classes that joined
-        // after it, or a server that does not get to run at all.
-        match tokio::time::timeout_at(deadline + self.max_wait, &mut place.turn).await {
+        // The serving task decides by when each turn was due: the turns a late timer missed
+        // are made up at once, as many as were waiting. This wait only bounds a serving task
+        // that does not get to run at all.
+        let answer = tokio::time::timeout_at(deadline + STALLED, &mut place.turn).await;
+        place.waiting = false;
+        match answer {
             Ok(Ok(true)) => Ok(()),
             Ok(Ok(false) | Err(_)) => Err(Refusal::Busy),
             Err(_) if place.leave() => Err(Refusal::Busy),
             // The turn came as the wait ran out.
             Err(_) => Ok(()),
+        }
+    }
+
+    /// Charges the calls on `token_id` waiting as [`Class::Unread`] to `org_id`, its org
+    /// just read: a flood on a few ids of one org leaves the unread class to the others
+    /// after one read of each, not after its queued calls have had their turns.
+    pub(crate) fn reclassify(&self, token_id: Uuid, org_id: Uuid) {
+        let mut turns = self.lock();
+        while let Some(waiter) = turns
+            .waiting
+            .remove(Class::Unread, |waiter| waiter.token_id == token_id)
+        {
+            turns.waiting.push(Class::Org(org_id), waiter);
         }
     }
 
@@ -202,93 +219,30 @@ impl Pacer {
 /// A caller's place in the queue, left when it stops waiting.
 struct Place<'a> {
     pacer: &'a Pacer,
-    class: Class,
     id: u64,
     turn: oneshot::Receiver<bool>,
+    /// Still in the queue, unless the serving task has just taken it out.
+    waiting: bool,
 }
 
 impl Place<'_> {
-    /// Leaves the queue; false when a turn was handed out first (it is then taken).
+    /// Leaves the queue; false when a turn was handed out first (it is then taken). The
+    /// waiter is looked for under every class: it may have been charged to its org since.
     fn leave(&mut self) -> bool {
         let mut turns = self.pacer.lock();
-        let left = turns
-            .waiting
-            .remove(self.class, |waiter| waiter.id == self.id)
-            .is_some();
+        let id = self.id;
+        let left = turns.waiting.remove_any(|waiter| waiter.id == id).is_some();
         left || self.turn.try_recv() != Ok(true)
     }
 }
 
 impl Drop for Place<'_> {
     fn drop(&mut self) {
-        let mut turns = self.pacer.lock();
-        // Its own sender: dropping it wakes no one else.
-        turns
-            .waiting
-            .remove(self.class, |waiter| waiter.id == self.id);
-    }
-}
-
-/// The pacer, and the secrets under way in the cold lane with how many calls present each.
-#[derive(Debug)]
-pub(crate) struct ColdLane {
-    pacer: Arc<Pacer>,
-    under_way: Mutex<HashMap<Digest, usize>>,
-}
-
-/// A call's place in the cold lane, held until the call is decided or dropped.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    lane: Arc<ColdLane>,
-    digest: Digest,
-}
-
-impl Drop for Entry {
-    fn drop(&mut self) {
-        let mut under_way = self.lane.lock();
-        if let Some(calls) = under_way.get_mut(&self.digest) {
-            *calls -= 1;
-            if *calls == 0 {
-                under_way.remove(&self.digest);
-            }
+        // A caller gone while waiting (its deadline passed): rare, since no wait is longer
+        // than `max_wait`.
+        if self.waiting {
+            self.leave();
         }
-    }
-}
-
-impl ColdLane {
-    pub(crate) fn new(per_second: u32) -> Arc<ColdLane> {
-        Arc::new(ColdLane {
-            pacer: Pacer::new(per_second, MAX_WAIT),
-            under_way: Mutex::new(HashMap::new()),
-        })
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<Digest, usize>> {
-        self.under_way.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Enters the lane with `digest`, charged to `class`: at once when a call with the same
-    /// digest is under way, else after a turn.
-    pub(crate) async fn enter(
-        self: &Arc<Self>,
-        digest: Digest,
-        class: Class,
-    ) -> Result<Entry, Refusal> {
-        let first = {
-            let mut under_way = self.lock();
-            let calls = under_way.entry(digest).or_insert(0);
-            *calls += 1;
-            *calls == 1
-        };
-        // From here the entry counts, and is given back however this call ends.
-        let entry = Entry {
-            lane: Arc::clone(self),
-            digest,
-        };
-        if first {
-            self.pacer.turn(class).await?;
-        }
-        Ok(entry)
     }
 }
 

@@ -2,6 +2,8 @@ use super::*;
 
 const A: Class = Class::Org(Uuid::from_u128(0xa));
 const B: Class = Class::Org(Uuid::from_u128(0xb));
+/// The token id of every call here but those a test names.
+const ID: Uuid = Uuid::from_u128(1);
 
 /// Starts a wait for a turn charged to `class`; answers when it was decided, and how.
 fn wait(
@@ -11,7 +13,7 @@ fn wait(
     let pacer = Arc::clone(pacer);
     let started = Instant::now();
     tokio::spawn(async move {
-        let answer = pacer.turn(class).await;
+        let answer = pacer.turn(class, ID).await;
         (started.elapsed(), answer)
     })
 }
@@ -26,11 +28,11 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn turns_are_spaced_by_the_rate_and_the_queue_is_bounded() {
     let pacer = Pacer::new(100, Duration::from_millis(25));
-    assert_eq!(pacer.turn(A).await, Ok(()), "the first turn is free");
+    assert_eq!(pacer.turn(A, ID).await, Ok(()), "the first turn is free");
     let waiters: Vec<_> = (0..2).map(|_| wait(&pacer, A)).collect();
     settle().await;
     // Two more turns fit in 25 ms at 10 ms each; a third caller is refused at once.
-    assert_eq!(pacer.turn(A).await, Err(Refusal::OwnShare));
+    assert_eq!(pacer.turn(A, ID).await, Err(Refusal::OwnShare));
     let mut waited = Vec::new();
     for waiter in waiters {
         let (elapsed, answer) = waiter.await.unwrap();
@@ -40,24 +42,24 @@ async fn turns_are_spaced_by_the_rate_and_the_queue_is_bounded() {
     assert_eq!(waited, [10, 20]);
     // Once the turns are out and time passes, the next is free again.
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(pacer.turn(A).await, Ok(()));
+    assert_eq!(pacer.turn(A, ID).await, Ok(()));
 }
 
 #[tokio::test(start_paused = true)]
 async fn another_class_is_served_within_two_turns_of_a_full_queue() {
     // Five turns fit in the wait; it ends between turns, so no turn ties with a deadline.
     let pacer = Pacer::new(100, Duration::from_millis(55));
-    assert_eq!(pacer.turn(A).await, Ok(()));
+    assert_eq!(pacer.turn(A, ID).await, Ok(()));
     // A fills the queue.
     let flood: Vec<_> = (0..5).map(|_| wait(&pacer, A)).collect();
     settle().await;
-    assert_eq!(pacer.turn(A).await, Err(Refusal::OwnShare));
+    assert_eq!(pacer.turn(A, ID).await, Err(Refusal::OwnShare));
 
     let other = wait(&pacer, B);
     let unread = wait(&pacer, Class::Unread);
     settle().await;
     // With three classes waiting, A's share is one waiting call: it holds five.
-    assert_eq!(pacer.turn(A).await, Err(Refusal::OwnShare));
+    assert_eq!(pacer.turn(A, ID).await, Err(Refusal::OwnShare));
 
     let (b_waited, b) = other.await.unwrap();
     let (unread_waited, unread) = unread.await.unwrap();
@@ -87,17 +89,17 @@ async fn another_class_is_served_within_two_turns_of_a_full_queue() {
 #[tokio::test(start_paused = true)]
 async fn unread_ids_are_refused_as_busy_not_as_anyones_share() {
     let pacer = Pacer::new(100, Duration::from_millis(15));
-    assert_eq!(pacer.turn(Class::Unread).await, Ok(()));
+    assert_eq!(pacer.turn(Class::Unread, ID).await, Ok(()));
     let waiter = wait(&pacer, Class::Unread);
     settle().await;
-    assert_eq!(pacer.turn(Class::Unread).await, Err(Refusal::Busy));
+    assert_eq!(pacer.turn(Class::Unread, ID).await, Err(Refusal::Busy));
     assert_eq!(waiter.await.unwrap().1, Ok(()));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_turn_is_given_by_when_it_was_due_not_when_the_server_got_to_it() {
     let pacer = Pacer::new(100, Duration::from_millis(15));
-    assert_eq!(pacer.turn(A).await, Ok(()));
+    assert_eq!(pacer.turn(A, ID).await, Ok(()));
     let waiter = wait(&pacer, A);
     settle().await;
     // The machine stalls for 50 ms: every timer fires late, the waiter's deadline long past.
@@ -114,7 +116,7 @@ async fn a_turn_is_given_by_when_it_was_due_not_when_the_server_got_to_it() {
 #[tokio::test(start_paused = true)]
 async fn a_caller_that_gives_up_leaves_the_queue_and_takes_no_turn() {
     let pacer = Pacer::new(100, Duration::from_millis(50));
-    assert_eq!(pacer.turn(A).await, Ok(()));
+    assert_eq!(pacer.turn(A, ID).await, Ok(()));
     let gone = wait(&pacer, A);
     settle().await;
     assert_eq!(pacer.lock().waiting.len_of(A), 1);
@@ -128,22 +130,30 @@ async fn a_caller_that_gives_up_leaves_the_queue_and_takes_no_turn() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn calls_with_a_secret_under_way_ride_along_and_others_queue() {
-    let lane = ColdLane::new(1);
-    let first = lane
-        .enter([1; 32], A)
-        .await
-        .expect("the first turn is free");
-    // The same secret rides along while the first is under way, however full the queue.
-    let rider = lane.enter([1; 32], A).await.expect("rides along");
-    assert_eq!(lane.lock().get(&[1; 32]), Some(&2));
-    // Another secret would wait a second for the next turn: refused at once.
-    let started = Instant::now();
-    assert_eq!(lane.enter([2; 32], A).await.err(), Some(Refusal::Busy));
-    assert_eq!(started.elapsed(), Duration::ZERO);
-    assert!(!lane.lock().contains_key(&[2; 32]));
-    drop((first, rider));
-    assert!(lane.lock().is_empty());
-    // Once the secret is no longer under way, it needs a turn again.
-    assert!(lane.enter([1; 32], A).await.is_err());
+async fn calls_waiting_unread_are_charged_to_their_org_once_it_is_read() {
+    let pacer = Pacer::new(100, Duration::from_millis(50));
+    let (flooded, other) = (Uuid::from_u128(2), Uuid::from_u128(3));
+    assert_eq!(pacer.turn(Class::Unread, flooded).await, Ok(()));
+    // Five slots; a flood on one unread id fills them.
+    let flood: Vec<_> = (0..5)
+        .map(|_| {
+            let pacer = Arc::clone(&pacer);
+            tokio::spawn(async move { pacer.turn(Class::Unread, flooded).await })
+        })
+        .collect();
+    settle().await;
+    assert_eq!(pacer.turn(Class::Unread, other).await, Err(Refusal::Busy));
+    // The flooded id's row is read: its calls are A's from now on, and the unread class is
+    // free for another id's first call.
+    let Class::Org(org) = A else { unreachable!() };
+    pacer.reclassify(flooded, org);
+    assert_eq!(pacer.lock().waiting.len_of(Class::Unread), 0);
+    assert_eq!(pacer.lock().waiting.len_of(A), 5);
+    let first_use = wait(&pacer, Class::Unread);
+    let (waited, answer) = first_use.await.unwrap();
+    assert_eq!(answer, Ok(()));
+    assert!(waited <= Duration::from_millis(20), "{waited:?}");
+    for call in flood {
+        let _ = call.await.unwrap();
+    }
 }
