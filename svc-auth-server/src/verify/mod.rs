@@ -265,7 +265,9 @@ impl<S: Store> Verifier<S> {
             },
         };
         let record = record.ok_or(VerifyError::Unknown)?;
-        self.cold.learn(token_id, record.org_id);
+        if !warm {
+            self.cold.learn(token_id, record.org_id);
+        }
         if record.revoked_at.is_some() {
             return Err(VerifyError::Revoked);
         }
