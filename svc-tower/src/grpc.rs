@@ -35,6 +35,10 @@ pub const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// The `google.rpc.ErrorInfo` reason of a PermissionDenied for an inactive agent.
 pub const REASON_AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
 
+/// The `google.rpc.ErrorInfo` reason of an Unavailable ValidateToken that the token's own org
+/// earned: it holds its whole share of the secrets being verified.
+pub const REASON_COLD_SHARE_SPENT: &str = "COLD_SHARE_SPENT";
+
 /// The address of the auth service could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum GrpcClientError {
@@ -56,7 +60,8 @@ pub enum GrpcClientError {
 ///
 /// Mapping, ValidateToken: OK is the [`OrgContext`]; Unauthenticated is
 /// [`TokenError::Invalid`]; DeadlineExceeded or the local deadline is
-/// [`TokenError::Timeout`]; Unavailable or another transport failure is
+/// [`TokenError::Timeout`]; Unavailable with the `ErrorInfo` reason `COLD_SHARE_SPENT` is
+/// [`TokenError::Throttled`]; another Unavailable or transport failure is
 /// [`TokenError::Unavailable`]; anything else, or an OK carrying malformed ids, is
 /// [`TokenError::Internal`]. ValidateAgent: PermissionDenied is [`AgentError::Suspended`] when
 /// its `ErrorInfo` reason is `AGENT_SUSPENDED`, else [`AgentError::NotAuthorized`] (so is
@@ -309,6 +314,9 @@ fn token_error(status: &Status) -> TokenError {
     let err = match status.code() {
         Code::Unauthenticated => return TokenError::Invalid,
         Code::DeadlineExceeded => TokenError::Timeout,
+        Code::Unavailable if error_reason(status).as_deref() == Some(REASON_COLD_SHARE_SPENT) => {
+            TokenError::Throttled
+        }
         // Connection refused, reset or closed surface as Unavailable, Unknown or Cancelled.
         Code::Unavailable | Code::Unknown | Code::Cancelled => TokenError::Unavailable,
         _ => TokenError::Internal,
@@ -318,15 +326,17 @@ fn token_error(status: &Status) -> TokenError {
     err
 }
 
+fn error_reason(status: &Status) -> Option<String> {
+    let details = status.get_error_details();
+    details.error_info().map(|info| info.reason.clone())
+}
+
 fn agent_error(status: &Status) -> AgentError {
     match status.code() {
-        Code::PermissionDenied => {
-            let details = status.get_error_details();
-            match details.error_info().map(|info| info.reason.as_str()) {
-                Some(REASON_AGENT_SUSPENDED) => AgentError::Suspended,
-                _ => AgentError::NotAuthorized,
-            }
-        }
+        Code::PermissionDenied => match error_reason(status).as_deref() {
+            Some(REASON_AGENT_SUSPENDED) => AgentError::Suspended,
+            _ => AgentError::NotAuthorized,
+        },
         Code::NotFound => AgentError::NotAuthorized,
         Code::InvalidArgument => AgentError::InvalidArgument,
         code => {
@@ -424,5 +434,31 @@ mod tests {
             Some(DEFAULT_CONNECT_TIMEOUT)
         );
         assert_eq!(endpoint.get_tcp_keepalive(), Some(TCP_KEEPALIVE));
+    }
+
+    #[test]
+    fn an_unavailable_the_tokens_org_earned_is_throttled() {
+        use std::collections::HashMap;
+        use tonic_types::ErrorDetails;
+        let with_reason = |reason: &str| {
+            let info = ErrorDetails::with_error_info(
+                reason,
+                "svc.auth.v1",
+                HashMap::<String, String>::new(),
+            );
+            Status::with_error_details(Code::Unavailable, "busy", info)
+        };
+        assert_eq!(
+            token_error(&with_reason(REASON_COLD_SHARE_SPENT)),
+            TokenError::Throttled
+        );
+        assert_eq!(
+            token_error(&with_reason("SOMETHING_ELSE")),
+            TokenError::Unavailable
+        );
+        assert_eq!(
+            token_error(&Status::unavailable("busy")),
+            TokenError::Unavailable
+        );
     }
 }

@@ -20,6 +20,9 @@ pub const ERROR_DOMAIN: &str = "svc.auth.v1";
 pub const AGENT_NOT_AUTHORIZED: &str = "AGENT_NOT_AUTHORIZED";
 /// ErrorInfo reason: the agent is paused, suspended or archived.
 pub const AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
+/// ErrorInfo reason of an Unavailable ValidateToken: the token's own org holds its whole
+/// share of the secrets being verified, so the caller's traffic earned the refusal.
+pub const COLD_SHARE_SPENT: &str = "COLD_SHARE_SPENT";
 
 /// `error: cause: cause` on one line.
 struct Chain<'a>(&'a (dyn Error + 'static));
@@ -51,7 +54,8 @@ pub(crate) fn invalid_token() -> Status {
 }
 
 /// Unauthenticated for a rejected token, Internal for a store or hashing fault, Unavailable
-/// when the hashing budget is spent (the token may be valid: the caller retries).
+/// when the hashing budget is spent (the token may be valid: the caller retries), with the
+/// ErrorInfo reason [`COLD_SHARE_SPENT`] when the token's own org spent its share.
 pub(crate) fn verify_error(operation: &'static str, error: VerifyError) -> Status {
     match error {
         VerifyError::Store(ref cause) => internal(operation, cause),
@@ -59,6 +63,21 @@ pub(crate) fn verify_error(operation: &'static str, error: VerifyError) -> Statu
         VerifyError::Busy => {
             tracing::debug!(operation, "hashing budget spent; answered unavailable");
             Status::unavailable("too many secrets being verified; retry")
+        }
+        VerifyError::ShareSpent => {
+            tracing::debug!(
+                operation,
+                "the org's hashing share spent; answered unavailable"
+            );
+            Status::with_error_details(
+                Code::Unavailable,
+                "too many of this org's secrets being verified; retry",
+                ErrorDetails::with_error_info(
+                    COLD_SHARE_SPENT,
+                    ERROR_DOMAIN,
+                    HashMap::<String, String>::new(),
+                ),
+            )
         }
         rejected => {
             tracing::debug!(operation, reason = rejected.reason(), "token rejected");
@@ -119,5 +138,17 @@ mod tests {
         assert_eq!(status.message(), "invalid token");
         let status = verify_error("test", VerifyError::Busy);
         assert_eq!(status.code(), Code::Unavailable);
+        assert!(status.get_error_details().error_info().is_none());
+    }
+
+    #[test]
+    fn a_spent_share_is_unavailable_with_its_reason() {
+        let status = verify_error("test", VerifyError::ShareSpent);
+        assert_eq!(status.code(), Code::Unavailable);
+        let info = status.get_error_details().error_info().cloned().unwrap();
+        assert_eq!(
+            (info.reason.as_str(), info.domain.as_str()),
+            (COLD_SHARE_SPENT, ERROR_DOMAIN)
+        );
     }
 }

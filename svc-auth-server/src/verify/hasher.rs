@@ -69,6 +69,7 @@ pub struct Hasher {
 struct Inner {
     argon2: Argon2<'static>,
     permits: Arc<Semaphore>,
+    concurrency: usize,
     runs: Counter,
     /// The CPUs hashing threads keep to; `None` when they may use all the process's.
     cpus: Option<rustix::thread::CpuSet>,
@@ -98,10 +99,16 @@ impl Hasher {
             inner: Arc::new(Inner {
                 argon2: Argon2::new(Algorithm::Argon2id, Version::V0x13, params),
                 permits: Arc::new(Semaphore::new(concurrency.max(1))),
+                concurrency: concurrency.max(1),
                 runs: Counter::default(),
                 cpus: hashing_cpus(concurrency.max(1)),
             }),
         })
+    }
+
+    /// How many Argon2 runs go at once.
+    pub fn concurrency(&self) -> usize {
+        self.inner.concurrency
     }
 
     /// How many Argon2 computations this hasher has run (hashes and verifications).

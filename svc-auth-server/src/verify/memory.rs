@@ -49,14 +49,14 @@ fn same(a: &Digest, b: &Digest) -> bool {
 }
 
 /// A map of at most `capacity` entries that forgets the oldest insertion first.
-struct Bounded<V> {
+pub(crate) struct Bounded<V> {
     entries: HashMap<Uuid, V>,
     order: VecDeque<Uuid>,
     capacity: usize,
 }
 
 impl<V> Bounded<V> {
-    fn new(capacity: usize) -> Bounded<V> {
+    pub(crate) fn new(capacity: usize) -> Bounded<V> {
         Bounded {
             entries: HashMap::new(),
             order: VecDeque::new(),
@@ -64,13 +64,13 @@ impl<V> Bounded<V> {
         }
     }
 
-    fn get_mut(&mut self, key: &Uuid) -> Option<&mut V> {
+    pub(crate) fn get_mut(&mut self, key: &Uuid) -> Option<&mut V> {
         self.entries.get_mut(key)
     }
 
     /// Entries are replaced in place and never removed one by one, so `order` always holds
     /// exactly the keys of `entries`.
-    fn insert(&mut self, key: Uuid, value: V) {
+    pub(crate) fn insert(&mut self, key: Uuid, value: V) {
         if let Some(slot) = self.entries.get_mut(&key) {
             *slot = value;
             return;
@@ -126,7 +126,8 @@ impl Successes {
 ///
 /// Wrong secrets are remembered by what was tried, the digest of (token id, secret), never by
 /// token id alone: a flood of wrong secrets on a token id cannot lock out its right secret.
-/// What bounds the flood instead is the hashing budget, global and shared by every token id.
+/// What bounds the flood instead is the hashing budget, global and shared fairly between the
+/// orgs asking (see `budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureLimits {
     /// How long a wrong secret is remembered (refused again without hashing).
@@ -138,10 +139,11 @@ pub struct FailureLimits {
     pub capacity: usize,
     /// Most verifications of never-seen secrets waiting for or running Argon2 at once; more
     /// are refused as busy (retryable, never "invalid"). One token id may hold at most half of
-    /// them, so a flood on one id leaves room for the first use of every other token.
+    /// them, and while several orgs ask, one org at most this over their number: a flood on
+    /// one org's ids leaves room for the first use of every other org's token.
     pub max_pending: usize,
-    /// Cold validations (secrets not remembered as successes) started per second, first come
-    /// first served; see `pacer`.
+    /// Cold validations (secrets not remembered as successes) started per second, in turns
+    /// fair between orgs; see `pacer`.
     pub cold_rate: u32,
 }
 
@@ -160,78 +162,53 @@ impl Default for FailureLimits {
 }
 
 impl FailureLimits {
-    fn max_pending_per_id(&self) -> usize {
+    pub(crate) fn max_pending_per_id(&self) -> usize {
         (self.max_pending / 2).max(1)
     }
 }
 
-/// What to do with a secret that is not a remembered success.
-#[derive(Debug)]
-pub(crate) enum Admission {
-    /// Verify it with Argon2, holding the ticket until the verdict is recorded.
-    Verify(Ticket),
+/// What the memory says of a secret that is not a remembered success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recall {
+    /// Not tried lately, and there is room to remember it should it be wrong: check it.
+    Unknown,
     /// This exact secret failed moments ago: refuse without hashing.
     KnownWrong,
-    /// The hashing budget is spent: refuse without hashing, as a retryable fault.
-    Busy,
+    /// The memory could not take its verdict: refuse without hashing, as a retryable fault.
+    Full,
 }
 
-/// A verification admitted and not yet decided. It holds its place in the budget until
-/// dropped, which the verification does only after recording its verdict, wherever its caller
-/// has gone meanwhile.
-#[derive(Debug)]
-pub(crate) struct Ticket {
-    failures: Arc<Failures>,
-    token_id: Uuid,
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut state = self.failures.lock();
-        state.pending = state.pending.saturating_sub(1);
-        if let Some(count) = state.pending_by_id.get_mut(&self.token_id) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                state.pending_by_id.remove(&self.token_id);
-            }
-        }
-    }
-}
-
-/// Wrong secrets remembered for a window, and the verifications under way.
+/// Wrong secrets remembered for a window.
 #[derive(Debug)]
 pub(crate) struct Failures {
     limits: FailureLimits,
-    inner: Mutex<FailureState>,
+    inner: Mutex<Wrong>,
 }
 
-struct FailureState {
+struct Wrong {
     /// Remembered wrong digests and when each is forgotten.
-    wrong: HashMap<Digest, Instant>,
+    until: HashMap<Digest, Instant>,
     /// The same digests in the order they expire (all share one window).
     expiry: VecDeque<(Instant, Digest)>,
-    pending: usize,
-    pending_by_id: HashMap<Uuid, usize>,
 }
 
-impl std::fmt::Debug for FailureState {
+impl std::fmt::Debug for Wrong {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FailureState")
-            .field("wrong", &self.wrong.len())
-            .field("pending", &self.pending)
+        f.debug_struct("Wrong")
+            .field("remembered", &self.until.len())
             .finish_non_exhaustive()
     }
 }
 
-impl FailureState {
+impl Wrong {
     fn forget_expired(&mut self, now: Instant) {
         while let Some((at, digest)) = self.expiry.front().copied() {
             if at > now {
                 break;
             }
             self.expiry.pop_front();
-            if self.wrong.get(&digest).is_some_and(|until| *until == at) {
-                self.wrong.remove(&digest);
+            if self.until.get(&digest).is_some_and(|until| *until == at) {
+                self.until.remove(&digest);
             }
         }
     }
@@ -241,54 +218,39 @@ impl Failures {
     pub(crate) fn new(limits: FailureLimits) -> Arc<Failures> {
         Arc::new(Failures {
             limits,
-            inner: Mutex::new(FailureState {
-                wrong: HashMap::new(),
+            inner: Mutex::new(Wrong {
+                until: HashMap::new(),
                 expiry: VecDeque::new(),
-                pending: 0,
-                pending_by_id: HashMap::new(),
             }),
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, FailureState> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Wrong> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn admit(self: &Arc<Self>, token_id: Uuid, digest: &Digest) -> Admission {
-        let limits = self.limits;
-        let mut state = self.lock();
-        let now = Instant::now();
-        state.forget_expired(now);
-        if state.wrong.contains_key(digest) {
-            return Admission::KnownWrong;
+    /// What is known of `digest`, with `pending` verifications under way that may each need
+    /// a place: there is room for a new one only while the two together number fewer than
+    /// the capacity, so the memory never overflows and nothing in it is pushed out early.
+    pub(crate) fn recall(&self, digest: &Digest, pending: usize) -> Recall {
+        let mut wrong = self.lock();
+        wrong.forget_expired(Instant::now());
+        if wrong.until.contains_key(digest) {
+            Recall::KnownWrong
+        } else if wrong.until.len() + pending >= self.limits.capacity {
+            Recall::Full
+        } else {
+            Recall::Unknown
         }
-        let for_id = state.pending_by_id.get(&token_id).copied().unwrap_or(0);
-        if state.pending >= limits.max_pending
-            || for_id >= limits.max_pending_per_id()
-            || state.wrong.len() + state.pending >= limits.capacity
-        {
-            return Admission::Busy;
-        }
-        state.pending += 1;
-        *state.pending_by_id.entry(token_id).or_insert(0) += 1;
-        Admission::Verify(Ticket {
-            failures: Arc::clone(self),
-            token_id,
-        })
     }
 
     /// Remembers a wrong secret for the window. Admission keeps the memory under its capacity,
     /// so this never has to push anything out.
     pub(crate) fn record(&self, digest: Digest) {
-        let mut state = self.lock();
+        let mut wrong = self.lock();
         let until = Instant::now() + self.limits.window;
-        state.wrong.insert(digest, until);
-        state.expiry.push_back((until, digest));
-    }
-
-    #[cfg(test)]
-    pub(crate) fn pending(&self) -> usize {
-        self.lock().pending
+        wrong.until.insert(digest, until);
+        wrong.expiry.push_back((until, digest));
     }
 }
 
@@ -335,82 +297,39 @@ mod tests {
         assert!(successes.contains(ids[4], &[2; 32]));
     }
 
-    fn limits(capacity: usize, max_pending: usize) -> FailureLimits {
+    fn limits(capacity: usize) -> FailureLimits {
         FailureLimits {
             window: Duration::from_secs(60),
             capacity,
-            max_pending,
-            cold_rate: super::super::pacer::DEFAULT_COLD_RATE,
+            ..FailureLimits::default()
         }
     }
 
     #[test]
     fn wrong_secrets_are_refused_by_digest_and_never_lock_out_the_token_id() {
-        let failures = Failures::new(limits(100, 8));
-        let id = Uuid::new_v4();
+        let failures = Failures::new(limits(100));
         for n in 1..=20u8 {
-            let Admission::Verify(ticket) = failures.admit(id, &[n; 32]) else {
-                panic!("a new secret for a flooded id was not admitted");
-            };
+            assert_eq!(failures.recall(&[n; 32], 0), Recall::Unknown);
             failures.record([n; 32]);
-            drop(ticket);
-            assert!(matches!(
-                failures.admit(id, &[n; 32]),
-                Admission::KnownWrong
-            ));
+            assert_eq!(failures.recall(&[n; 32], 0), Recall::KnownWrong);
         }
-        // Twenty wrong secrets later, a secret never tried is still verified.
-        assert!(matches!(
-            failures.admit(id, &[99; 32]),
-            Admission::Verify(_)
-        ));
-    }
-
-    #[test]
-    fn pending_verifications_are_bounded_globally_and_per_id() {
-        let failures = Failures::new(limits(100, 4));
-        let id = Uuid::new_v4();
-        let first: Vec<Admission> = (1..=2u8).map(|n| failures.admit(id, &[n; 32])).collect();
-        assert!(first.iter().all(|a| matches!(a, Admission::Verify(_))));
-        assert!(
-            matches!(failures.admit(id, &[3; 32]), Admission::Busy),
-            "one id holds at most half of the pending budget"
-        );
-        let others: Vec<Admission> = (4..=5u8)
-            .map(|n| failures.admit(Uuid::new_v4(), &[n; 32]))
-            .collect();
-        assert!(others.iter().all(|a| matches!(a, Admission::Verify(_))));
-        assert!(matches!(
-            failures.admit(Uuid::new_v4(), &[6; 32]),
-            Admission::Busy
-        ));
-        drop(first);
-        drop(others);
-        assert_eq!(failures.pending(), 0);
-        assert!(
-            failures.lock().pending_by_id.is_empty(),
-            "ended tickets leave nothing"
-        );
-        assert!(matches!(failures.admit(id, &[3; 32]), Admission::Verify(_)));
+        // Twenty wrong secrets later, a secret never tried is still checked.
+        assert_eq!(failures.recall(&[99; 32], 0), Recall::Unknown);
     }
 
     #[test]
     fn a_full_memory_refuses_new_secrets_instead_of_forgetting_old_ones() {
-        let failures = Failures::new(limits(3, 8));
-        for n in 1..=3u8 {
-            let ticket = failures.admit(Uuid::new_v4(), &[n; 32]);
-            assert!(matches!(ticket, Admission::Verify(_)));
+        let failures = Failures::new(limits(3));
+        for n in 1..=2u8 {
             failures.record([n; 32]);
         }
-        assert!(matches!(
-            failures.admit(Uuid::new_v4(), &[4; 32]),
-            Admission::Busy
-        ));
+        // One place left, and one verification under way may need it.
+        assert_eq!(failures.recall(&[4; 32], 1), Recall::Full);
+        assert_eq!(failures.recall(&[4; 32], 0), Recall::Unknown);
+        failures.record([3; 32]);
+        assert_eq!(failures.recall(&[4; 32], 0), Recall::Full);
         for n in 1..=3u8 {
-            assert!(matches!(
-                failures.admit(Uuid::new_v4(), &[n; 32]),
-                Admission::KnownWrong
-            ));
+            assert_eq!(failures.recall(&[n; 32], 0), Recall::KnownWrong);
         }
     }
 
@@ -418,11 +337,10 @@ mod tests {
     fn wrong_secrets_are_forgotten_after_the_window() {
         let failures = Failures::new(FailureLimits {
             window: Duration::ZERO,
-            ..limits(1, 8)
+            ..limits(1)
         });
-        let id = Uuid::new_v4();
         failures.record([1; 32]);
-        assert!(matches!(failures.admit(id, &[1; 32]), Admission::Verify(_)));
-        assert_eq!(failures.lock().wrong.len(), 0);
+        assert_eq!(failures.recall(&[1; 32], 0), Recall::Unknown);
+        assert_eq!(failures.lock().until.len(), 0);
     }
 }

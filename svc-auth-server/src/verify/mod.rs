@@ -5,24 +5,29 @@
 //! 1. [`Pat::parse`]: shape and checksum, no I/O. Garbage stops here.
 //! 2. The lane. A secret this process has seen succeed for this token id (the remembered
 //!    success digest) is warm and goes on at once. Any other is cold and waits its turn on the
-//!    cold lane's pace (`pacer`), or is refused as busy when the queue is full: floods of
-//!    forged or wrong tokens are all cold, so they cost at most the pace in reads and hashing,
-//!    and a token in use is never slowed by them.
+//!    cold lane's pace (`pacer`), charged to the org the token id was last read as (`lane`),
+//!    or is refused as busy when its org's share of the queue is full: floods of forged or
+//!    wrong tokens are all cold, so they cost at most the pace in reads and hashing, a token
+//!    in use is never slowed by them, and one org's flood leaves the others their turns.
 //! 3. The token row, read on every call through the store's one RLS-exempt lookup. An unknown
 //!    id stops here, before any hashing; a revoked or expired token stops here too. Reading
 //!    the row every time is what makes revocation immediate across replicas and makes a down
-//!    database fail closed: no cache can answer in its place.
+//!    database fail closed: no cache can answer in its place. The row names the token's org,
+//!    which the lane remembers for the id's next cold call.
 //! 4. A warm secret is done.
 //! 5. The failure memory: the same (token id, secret) that failed moments ago is refused
 //!    without hashing. Wrong secrets are remembered by what was tried, never held against the
 //!    token id, so a flood of wrong secrets on an id cannot lock out its right one.
-//! 6. The hashing budget, global: a never-seen secret is hashed only while few enough are
-//!    pending (and one id holds at most half of them) and the failure memory has room; else it
-//!    is refused as busy, a retryable fault (503 at the gateway), never as invalid.
+//! 6. The hashing budget (`budget`), charged to the token's org: a never-seen secret is hashed
+//!    only while few enough are pending (one id at most half of them, one org at most its
+//!    share while others ask) and the failure memory has room; else it is refused as busy, a
+//!    retryable fault (503 at the gateway), never as invalid. A refusal earned by the org's
+//!    own pending secrets says so ([`VerifyError::ShareSpent`]), so that the gateway can count
+//!    it against the client's address like a rejection.
 //! 7. Argon2id on the bounded blocking pool, once for all concurrent callers presenting the
-//!    same secret (single-flight, in `flight`). The run is a task of its own: its verdict is
-//!    recorded on the blocking thread right after the hash, and its budget place is held until
-//!    then, even when every caller has given up waiting.
+//!    same secret (single-flight, in `flight`), in turns fair between orgs. The run is a task
+//!    of its own: its verdict is recorded on the blocking thread right after the hash, and its
+//!    budget place is held until then, even when every caller has given up waiting.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -34,16 +39,21 @@ use uuid::Uuid;
 use crate::pat::{Pat, PatError};
 use crate::store::{Agent, Store, StoreError, TokenLimits};
 
+mod budget;
+mod fair;
 mod flight;
 pub mod hasher;
+mod lane;
 mod memory;
+mod owners;
 mod pacer;
 
+use budget::{Bounds, Budget};
 use flight::{Boarding, Decision, Flights};
 pub use hasher::{Argon2Params, HashError, Hasher};
+use lane::ColdLane;
 pub use memory::FailureLimits;
-use memory::{Admission, Digest, Digester, Failures, Successes};
-use pacer::ColdLane;
+use memory::{Digest, Digester, Failures, Recall, Successes};
 pub use pacer::DEFAULT_COLD_RATE;
 
 /// Default number of remembered successes (one per token).
@@ -90,6 +100,11 @@ pub enum VerifyError {
     /// may well be valid), so the caller answers a retryable error, never "invalid".
     #[error("too many secrets being verified")]
     Busy,
+    /// Busy, and the token's own org holds its whole share of the cold lane with secrets not
+    /// yet checked: retryable like `Busy`, but earned by the org's own traffic (in a flood,
+    /// wrong secrets on its own token ids).
+    #[error("the org's share of secrets being verified is spent")]
+    ShareSpent,
     /// The store failed: the caller must fail closed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -98,12 +113,33 @@ pub enum VerifyError {
     Hash(#[from] HashError),
 }
 
+/// Why a cold check was not made now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The lane or the budget is full, and not because of the caller's org.
+    Busy,
+    /// The caller's org holds its share already.
+    OwnShare,
+}
+
+impl From<Refusal> for VerifyError {
+    fn from(refusal: Refusal) -> VerifyError {
+        match refusal {
+            Refusal::Busy => VerifyError::Busy,
+            Refusal::OwnShare => VerifyError::ShareSpent,
+        }
+    }
+}
+
 impl VerifyError {
     /// True when the token was rejected (Unauthenticated), false for server faults.
     pub fn is_rejection(&self) -> bool {
         !matches!(
             self,
-            VerifyError::Store(_) | VerifyError::Hash(_) | VerifyError::Busy
+            VerifyError::Store(_)
+                | VerifyError::Hash(_)
+                | VerifyError::Busy
+                | VerifyError::ShareSpent
         )
     }
 
@@ -116,6 +152,7 @@ impl VerifyError {
             VerifyError::Expired => "expired",
             VerifyError::WrongSecret => "wrong_secret",
             VerifyError::Busy => "busy",
+            VerifyError::ShareSpent => "share_spent",
             VerifyError::Store(_) => "store_error",
             VerifyError::Hash(_) => "hash_error",
         }
@@ -129,6 +166,7 @@ pub struct Verifier<S> {
     digester: Digester,
     successes: Arc<Successes>,
     failures: Arc<Failures>,
+    budget: Arc<Budget>,
     flights: Arc<Flights<Outcome>>,
     cold: Arc<ColdLane>,
 }
@@ -138,7 +176,7 @@ pub struct Verifier<S> {
 enum Verdict {
     Valid,
     WrongSecret,
-    Busy,
+    Refused(Refusal),
 }
 
 type Outcome = Result<Verdict, HashError>;
@@ -172,12 +210,17 @@ impl<S: Store> Verifier<S> {
     ) -> Arc<Verifier<S>> {
         Arc::new(Verifier {
             store,
-            hasher,
             digester: Digester::new(),
             successes: Arc::new(Successes::new(success_capacity)),
             failures: Failures::new(failure_limits),
+            budget: Budget::new(Bounds {
+                max_pending: failure_limits.max_pending,
+                per_id: failure_limits.max_pending_per_id(),
+                hashing: hasher.concurrency(),
+            }),
             flights: Flights::new(Err(HashError::Pool)),
-            cold: ColdLane::new(failure_limits.cold_rate),
+            cold: ColdLane::new(failure_limits.cold_rate, success_capacity),
+            hasher,
         })
     }
 
@@ -212,7 +255,7 @@ impl<S: Store> Verifier<S> {
         // Held to the end of the call: while it lasts, calls with the same secret ride along.
         let _cold = match warm {
             true => None,
-            false => Some(self.cold.enter(digest).await.ok_or(VerifyError::Busy)?),
+            false => Some(self.cold.enter(token_id, digest).await?),
         };
         let (record, agent) = match agent {
             None => (self.store.token_for_validation(token_id).await?, None),
@@ -222,6 +265,9 @@ impl<S: Store> Verifier<S> {
             },
         };
         let record = record.ok_or(VerifyError::Unknown)?;
+        if !warm {
+            self.cold.learn(token_id, record.org_id);
+        }
         if record.revoked_at.is_some() {
             return Err(VerifyError::Revoked);
         }
@@ -231,7 +277,12 @@ impl<S: Store> Verifier<S> {
 
         if !warm {
             let boarding = self.flights.board(digest, || {
-                self.decide(token_id, digest, &record.secret_hash, pat.secret())
+                self.decide(
+                    (token_id, record.org_id),
+                    digest,
+                    &record.secret_hash,
+                    pat.secret(),
+                )
             });
             let verdict = match boarding {
                 Boarding::Now(outcome) => outcome?,
@@ -240,7 +291,7 @@ impl<S: Store> Verifier<S> {
             match verdict {
                 Verdict::Valid => {}
                 Verdict::WrongSecret => return Err(VerifyError::WrongSecret),
-                Verdict::Busy => return Err(VerifyError::Busy),
+                Verdict::Refused(refusal) => return Err(refusal.into()),
             }
         }
 
@@ -265,7 +316,7 @@ impl<S: Store> Verifier<S> {
     /// answer in memory.
     fn decide(
         &self,
-        token_id: Uuid,
+        (token_id, org_id): (Uuid, Uuid),
         digest: Digest,
         stored_hash: &str,
         secret: &str,
@@ -273,10 +324,16 @@ impl<S: Store> Verifier<S> {
         if self.successes.contains(token_id, &digest) {
             return Decision::Now(Ok(Verdict::Valid));
         }
-        let ticket = match self.failures.admit(token_id, &digest) {
-            Admission::Verify(ticket) => ticket,
-            Admission::KnownWrong => return Decision::Now(Ok(Verdict::WrongSecret)),
-            Admission::Busy => return Decision::Now(Ok(Verdict::Busy)),
+        // Admissions are made here only, under the flights' lock, so the pending count read
+        // for the memory's room can only fall before the ticket is taken.
+        match self.failures.recall(&digest, self.budget.pending()) {
+            Recall::Unknown => {}
+            Recall::KnownWrong => return Decision::Now(Ok(Verdict::WrongSecret)),
+            Recall::Full => return Decision::Now(Ok(Verdict::Refused(Refusal::Busy))),
+        }
+        let mut ticket = match self.budget.admit(token_id, org_id) {
+            Ok(ticket) => ticket,
+            Err(refusal) => return Decision::Now(Ok(Verdict::Refused(refusal))),
         };
         let (hasher, successes, failures) = (
             self.hasher.clone(),
@@ -285,6 +342,9 @@ impl<S: Store> Verifier<S> {
         );
         let (stored_hash, secret) = (stored_hash.to_owned(), secret.to_owned());
         Decision::Run(async move {
+            if let Err(refusal) = ticket.turn().await {
+                return Ok(Verdict::Refused(refusal));
+            }
             let record = move |matched: bool| {
                 if matched {
                     successes.insert(token_id, digest);

@@ -5,7 +5,9 @@
 //! and each would cost the auth service a database read. This limiter caps how many of those
 //! one address may cause. It holds nothing about tokens (no negative cache: a token created a
 //! moment ago on another replica works at once) and counts only rejections, so a client whose
-//! tokens are valid is never limited, however busy.
+//! tokens are valid is never limited, however busy. A refusal the client's own traffic earned
+//! ([`TokenError::Throttled`](super::TokenError::Throttled): its tenant's share of secret
+//! checks is spent, as in a flood of wrong secrets on its own tokens) counts as one too.
 //!
 //! GCRA per address: `per_minute` rejections per minute, all of them at once if need be. An
 //! address with rejections on record reserves its next one before the call (refunded when the

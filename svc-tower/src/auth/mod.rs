@@ -54,9 +54,9 @@
 //! | no `Authorization` header | 401 `MISSING_TOKEN` |
 //! | not `Bearer svc_pat_<uuid>_<secret>` (checked before any I/O) | 401 `INVALID_TOKEN` |
 //! | [`TokenError::Invalid`] (gRPC Unauthenticated) | 401 `INVALID_TOKEN` |
-//! | [`TokenError::Timeout`], [`TokenError::Unavailable`], [`TokenError::Internal`] | 503 `SERVICE_DEGRADED`, `Retry-After: 1` |
+//! | [`TokenError::Timeout`], [`TokenError::Unavailable`], [`TokenError::Internal`], [`TokenError::Throttled`] | 503 `SERVICE_DEGRADED`, `Retry-After: 1` |
 //! | valid | the inner service, with the [`OrgContext`](crate::context::OrgContext) in the request extensions |
-//! | with [`PatAuthLayer::failure_limit`], an address over its limit of rejected tokens | 429 `RATE_LIMITED`, `Retry-After`, without calling the validator |
+//! | with [`PatAuthLayer::failure_limit`], an address over its limit of rejected tokens (`Invalid` and `Throttled` count) | 429 `RATE_LIMITED`, `Retry-After`, without calling the validator |
 //! | with [`PatAuthLayer::refusal_delay`], any refusal above | the same answer, held until the delay has passed since the request arrived |
 //!
 //! The request body is not polled until the token is valid, and a rejected request never

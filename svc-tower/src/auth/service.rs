@@ -161,7 +161,9 @@ impl<V: TokenValidator, B> CheckRequest<B> for PatCheck<V> {
             let outcome = trace_context::scope_request(trace, validate).await;
             drop(token);
             if let Some((admit, limit)) = failures {
-                limit.settle(admit, matches!(outcome, Err(TokenError::Invalid)));
+                // A refusal the client's own traffic earned counts like a rejection.
+                let earned = matches!(outcome, Err(TokenError::Invalid | TokenError::Throttled));
+                limit.settle(admit, earned);
             }
             if let Some(metrics) = metrics {
                 let result = match &outcome {
@@ -198,7 +200,10 @@ fn single_agent_id(headers: &http::HeaderMap) -> Option<Uuid> {
 fn rejection(err: TokenError) -> ApiError {
     match err {
         TokenError::Invalid => ApiError::new(ErrorCode::InvalidToken),
-        TokenError::Unavailable | TokenError::Timeout | TokenError::Internal => {
+        TokenError::Unavailable
+        | TokenError::Timeout
+        | TokenError::Internal
+        | TokenError::Throttled => {
             tracing::warn!(
                 result = err.label(),
                 "token validation failed; answered 503"
@@ -368,6 +373,7 @@ mod tests {
             TokenError::Unavailable,
             TokenError::Timeout,
             TokenError::Internal,
+            TokenError::Throttled,
         ] {
             let (validator, _) = fixed(Err(err));
             let svc = PatAuthLayer::new(validator).layer(service_fn(echo_org));
@@ -642,5 +648,37 @@ mod tests {
         // A malformed bearer is refused before the limit is consulted, and not counted.
         let response = svc.oneshot(request(Some("Bearer nope"))).await.unwrap();
         assert_eq!(code(&response), Some("INVALID_TOKEN"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusals_the_clients_own_traffic_earned_count_toward_its_limit() {
+        let limited = |err| {
+            let (validator, calls) = fixed(Err(err));
+            let svc = PatAuthLayer::new(validator)
+                .failure_limit(super::super::AuthFailureLimit::per_minute(2))
+                .layer(service_fn(echo_org));
+            (svc, calls)
+        };
+        let from = || {
+            let mut req = request(Some(&format!("Bearer {TOKEN}")));
+            req.extensions_mut()
+                .insert(std::net::SocketAddr::from(([192, 0, 2, 1], 4000)));
+            req
+        };
+        let (svc, calls) = limited(TokenError::Throttled);
+        for _ in 0..2 {
+            let response = svc.clone().oneshot(from()).await.unwrap();
+            assert_eq!(code(&response), Some("SERVICE_DEGRADED"));
+        }
+        let response = svc.oneshot(from()).await.unwrap();
+        assert_eq!(code(&response), Some("RATE_LIMITED"));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        // The auth service's own trouble is not the client's: never counted.
+        let (svc, calls) = limited(TokenError::Unavailable);
+        for _ in 0..4 {
+            let response = svc.clone().oneshot(from()).await.unwrap();
+            assert_eq!(code(&response), Some("SERVICE_DEGRADED"));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 4);
     }
 }

@@ -12,7 +12,8 @@ use crate::error::ErrorCode;
 ///
 /// Only [`TokenError::Invalid`] is the caller's fault (401 `INVALID_TOKEN`); the others mean
 /// the answer is unknown, and [`PatAuth`](super::PatAuth) fails closed with 503
-/// `SERVICE_DEGRADED`.
+/// `SERVICE_DEGRADED`. [`TokenError::Throttled`] is such an unknown that the caller's own
+/// traffic earned, so it counts toward the address's failure limit like `Invalid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     /// Malformed, unknown, expired or revoked.
@@ -27,6 +28,11 @@ pub enum TokenError {
     /// The validation backend failed, or answered something unexpected.
     #[error("token validation failed")]
     Internal,
+    /// The validation backend would not check the secret now because the token's own tenant
+    /// has spent its share of checks with secrets not yet verified (a flood of wrong secrets
+    /// on its own tokens, as a rule).
+    #[error("the token's tenant has too many secrets being checked")]
+    Throttled,
 }
 
 impl TokenError {
@@ -37,6 +43,7 @@ impl TokenError {
             TokenError::Unavailable => "unavailable",
             TokenError::Timeout => "timeout",
             TokenError::Internal => "error",
+            TokenError::Throttled => "throttled",
         }
     }
 }
