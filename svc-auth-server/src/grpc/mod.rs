@@ -481,7 +481,6 @@ impl<S: Store> AuthApi<S> {
         })
     }
 
-    /// ValidateAgent's decision, with its metric result word.
     /// ValidateAgent's answer about `agent_id` in the token's org, folded into ValidateToken;
     /// counted as an agent validation too.
     fn agent_verdict(
