@@ -10,7 +10,8 @@ use futures_util::stream;
 use http::{HeaderMap, HeaderValue, Method, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use svc_tower::auth::{bearer_token, is_pat_shaped};
+use svc_core::pat::is_shaped;
+use svc_tower::auth::bearer_token;
 use svc_tower::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use svc_tower::idempotency::Fingerprint;
 
@@ -111,7 +112,7 @@ pub fn bearer(data: &[u8]) {
     let mut headers = HeaderMap::new();
     headers.insert(header::AUTHORIZATION, value);
     if let Ok(token) = bearer_token(&headers) {
-        assert!(is_pat_shaped(token));
+        assert!(is_shaped(token));
         assert!(data.windows(token.len()).any(|w| w == token.as_bytes()));
     }
 }
