@@ -166,16 +166,35 @@ pub fn anthropic(data: &[u8]) {
         Endpoint::ChatCompletions,
         &json_headers(),
         Bytes::copy_from_slice(data),
-    ) && let Ok(body) = anthropic::request_body(&api)
+    ) && let Ok(translated) = anthropic::request_body(&api)
     {
+        let body = translated.body;
         assert!(body["messages"].is_array(), "{body}");
         assert!(body["max_tokens"].as_u64().is_some(), "{body}");
     }
     if let Ok(message) = serde_json::from_slice::<Value>(data) {
-        let completion = anthropic::completion(&message, 0);
+        let completion = anthropic::completion(&message, 0, Some("out"));
         assert!(completion["choices"].is_array());
     }
-    let translated = anthropic::chunks(events(chunked(data)), 0);
+    if let Ok(api) = validate::request(
+        Endpoint::Responses,
+        &json_headers(),
+        Bytes::copy_from_slice(data),
+    ) {
+        if let Ok(translated) = anthropic::responses_request_body(&api) {
+            assert!(translated.body["messages"].is_array());
+        }
+        let echo = anthropic::ResponsesEcho::of(&api, 0, Some("out".into()));
+        if let Ok(message) = serde_json::from_slice::<Value>(data) {
+            assert_eq!(
+                anthropic::responses_answer(&message, &echo)["object"],
+                "response"
+            );
+        }
+        let translated = anthropic::responses_events(events(chunked(data)), echo);
+        let _ = block_on(SseBody::new(translated, "req".into(), None).collect());
+    }
+    let translated = anthropic::chunks(events(chunked(data)), 0, None);
     let body = SseBody::new(translated, "req".into(), None);
     let _ = block_on(body.collect());
 }

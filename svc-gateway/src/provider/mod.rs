@@ -19,6 +19,7 @@ mod metrics;
 pub mod mock;
 mod registry;
 pub mod system_turns;
+mod translate;
 mod transport;
 
 use std::pin::Pin;
