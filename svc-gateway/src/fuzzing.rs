@@ -14,6 +14,7 @@ use svc_tower::auth::{bearer_token, is_pat_shaped};
 use svc_tower::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use svc_tower::idempotency::Fingerprint;
 
+use crate::provider::live::messages;
 use crate::provider::{EventStream, anthropic};
 use crate::request::Endpoint;
 use crate::sse::SseBody;
@@ -159,8 +160,9 @@ pub fn sse(data: &[u8]) {
     assert!(out.len() <= sent.len());
 }
 
-/// A valid chat request always translates to a Messages body or a clear refusal; any Messages
-/// answer and any Messages event stream translate back without a panic.
+/// A valid chat or Responses request always translates to a Messages body or a clear refusal,
+/// and a valid Messages request to a chat body; any answer and any event stream translate back
+/// without a panic.
 pub fn anthropic(data: &[u8]) {
     if let Ok(api) = validate::request(
         Endpoint::ChatCompletions,
@@ -194,6 +196,19 @@ pub fn anthropic(data: &[u8]) {
         let translated = anthropic::responses_events(events(chunked(data)), echo);
         let _ = block_on(SseBody::new(translated, "req".into(), None).collect());
     }
+    if let Ok(api) = validate::request(
+        Endpoint::Messages,
+        &json_headers(),
+        Bytes::copy_from_slice(data),
+    ) && let Ok(chat) = messages::request::body(&api)
+    {
+        assert!(chat["messages"].is_array(), "{chat}");
+    }
+    if let Ok(chat) = serde_json::from_slice::<Value>(data) {
+        assert_eq!(messages::answer::message(&chat)["type"], "message");
+    }
+    let translated = messages::stream::events(events(chunked(data)));
+    let _ = block_on(SseBody::new(translated, "req".into(), None).collect());
     let translated = anthropic::chunks(events(chunked(data)), 0, None);
     let body = SseBody::new(translated, "req".into(), None);
     let _ = block_on(body.collect());
