@@ -105,6 +105,23 @@ fn sent_then(out: Vec<u8>, error: ProviderError) -> Vec<Result<Bytes, ProviderEr
     items
 }
 
+/// A tool's `name`, `description` and schema (`schema` in, `renamed` out; an object with no
+/// properties when it has none): how a function and a Messages tool hold the same thing.
+pub(crate) fn tool_fields(tool: &Value, schema: &str, renamed: &str) -> Option<Value> {
+    let mut out = serde_json::Map::new();
+    out.insert("name".into(), tool.get("name")?.clone());
+    if let Some(description) = tool.get("description") {
+        out.insert("description".into(), description.clone());
+    }
+    let schema = tool
+        .get(schema)
+        .filter(|p| p.is_object())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+    out.insert(renamed.into(), schema);
+    Some(Value::Object(out))
+}
+
 /// The error of a provider stream that ended cleanly before its answer did.
 pub(crate) fn ended_early() -> ProviderError {
     ProviderError::Unavailable {
@@ -196,6 +213,15 @@ pub(crate) fn request(
         temperature: None,
         json: std::sync::Arc::new(json),
         raw: Bytes::from(body.to_string()),
+    }
+}
+
+/// The field a translation refused, for the translations' tests.
+#[cfg(test)]
+pub(crate) fn refused_field<T: std::fmt::Debug>(result: Result<T, ProviderError>) -> String {
+    match result {
+        Err(ProviderError::Untranslatable(error)) => error.field,
+        other => panic!("not refused with a field: {other:?}"),
     }
 }
 

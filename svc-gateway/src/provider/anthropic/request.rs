@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::structured::{self, OutputTool};
 use crate::provider::ProviderError;
+use crate::provider::translate::tool_fields;
 use crate::request::ApiRequest;
 
 /// `max_tokens` of a chat request that set no cap.
@@ -266,18 +267,7 @@ fn tool(tool: &Value) -> Option<Value> {
 
 /// A function's `name`, `description` and `parameters` as a Messages tool.
 pub(super) fn function_tool(function: &Value) -> Option<Value> {
-    let mut out = Map::new();
-    out.insert("name".into(), function.get("name")?.clone());
-    if let Some(description) = function.get("description") {
-        out.insert("description".into(), description.clone());
-    }
-    let schema = function
-        .get("parameters")
-        .filter(|p| p.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-    out.insert("input_schema".into(), schema);
-    Some(Value::Object(out))
+    tool_fields(function, "parameters", "input_schema")
 }
 
 fn tool_choice(chat: &Map<String, Value>) -> Option<Value> {
@@ -310,7 +300,7 @@ pub(super) fn choice_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::translate::request;
+    use crate::provider::translate::{refused_field, request};
     use crate::request::Endpoint;
 
     fn translate(chat: Value) -> Result<Value, ProviderError> {
@@ -389,18 +379,11 @@ mod tests {
         let refused = translate(json!({"messages": [{"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}
         ]}]}));
-        assert_eq!(field(refused), "messages[0].content[0].type");
+        assert_eq!(refused_field(refused), "messages[0].content[0].type");
         let refused = translate(json!({"n": 2, "messages": [{"role": "user", "content": "hi"}]}));
-        assert_eq!(field(refused), "n");
+        assert_eq!(refused_field(refused), "n");
         let refused = translate(json!({"modalities": ["text", "audio"], "messages": []}));
-        assert_eq!(field(refused), "modalities");
-    }
-
-    fn field(result: Result<Value, ProviderError>) -> String {
-        match result {
-            Err(ProviderError::Untranslatable(error)) => error.field,
-            other => panic!("not refused with a field: {other:?}"),
-        }
+        assert_eq!(refused_field(refused), "modalities");
     }
 
     #[test]

@@ -188,18 +188,11 @@ fn tool_choice(json: &Map<String, Value>) -> Result<Option<Value>, ProviderError
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::translate::request;
+    use crate::provider::translate::{refused_field, request};
     use crate::request::Endpoint;
 
     fn translate(body: Value) -> Result<Translated, ProviderError> {
         super::body(&request(Endpoint::Responses, body))
-    }
-
-    fn refused_field(body: Value) -> String {
-        match translate(body) {
-            Err(ProviderError::Untranslatable(error)) => error.field,
-            other => panic!("not refused with a field: {other:?}"),
-        }
     }
 
     #[test]
@@ -317,7 +310,7 @@ mod tests {
             ),
         ];
         for (body, field) in cases {
-            assert_eq!(refused_field(body), field);
+            assert_eq!(refused_field(translate(body)), field);
         }
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::provider::ProviderError;
 use crate::provider::system_turns::fold;
+use crate::provider::translate::tool_fields;
 use crate::request::ApiRequest;
 
 /// Fields that ask for what only Anthropic's API does.
@@ -213,17 +214,9 @@ fn tool(tool: &Value, at: &str) -> Result<Value, ProviderError> {
             "server tools cannot be sent to this model",
         ));
     }
-    let mut function = Map::new();
-    function.insert("name".into(), tool["name"].clone());
-    if let Some(description) = tool.get("description") {
-        function.insert("description".into(), description.clone());
-    }
-    let parameters = tool
-        .get("input_schema")
-        .filter(|s| s.is_object())
-        .cloned()
-        .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-    function.insert("parameters".into(), parameters);
+    let function = tool_fields(tool, "input_schema", "parameters").ok_or_else(|| {
+        ProviderError::untranslatable(format!("{at}.name"), "a tool needs a name")
+    })?;
     Ok(json!({"type": "function", "function": function}))
 }
 
@@ -265,18 +258,11 @@ fn response_format(format: &Value) -> Result<Value, ProviderError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::translate::request;
+    use crate::provider::translate::{refused_field, request};
     use crate::request::Endpoint;
 
     fn translate(body: Value) -> Result<Value, ProviderError> {
         super::body(&request(Endpoint::Messages, body))
-    }
-
-    fn refused_field(body: Value) -> String {
-        match translate(body) {
-            Err(ProviderError::Untranslatable(error)) => error.field,
-            other => panic!("not refused with a field: {other:?}"),
-        }
     }
 
     #[test]
@@ -393,7 +379,7 @@ mod tests {
             ),
         ];
         for (body, field) in cases {
-            assert_eq!(refused_field(body), field);
+            assert_eq!(refused_field(translate(body)), field);
         }
     }
 
