@@ -1,8 +1,10 @@
-//! A fake Anthropic Messages API on loopback. It checks each request with the gateway's own
-//! Messages validator (so a translated chat request must be a valid Messages request),
-//! answers what the mock provider answers (JSON, or named SSE events), records what it was
-//! sent and what it answered, and can be told to fail with a status instead. Its
-//! `/v1/messages/count_tokens` answers `{"input_tokens": 42}`.
+//! A fake Anthropic Messages API on loopback, which also speaks OpenAI's chat completions. It
+//! checks each request with the gateway's own validator of the route (so a translated request
+//! must be a valid Messages or chat request), answers what the mock provider answers (JSON, or
+//! SSE events), records what it was sent and what it answered, and can be told to fail with a
+//! status instead. A Messages answer that calls the tool `tool_choice` names (a forced tool)
+//! carries an input made from the tool's schema. Its `/v1/messages/count_tokens` answers
+//! `{"input_tokens": 42}`.
 // Each test file that mounts it uses a part.
 #![allow(dead_code)]
 
@@ -49,6 +51,7 @@ impl Anthropic {
         let inner = Arc::new(Inner::default());
         let app = Router::new()
             .route("/v1/messages", post(answer))
+            .route("/v1/chat/completions", post(answer))
             .route("/v1/messages/count_tokens", post(count))
             .with_state(inner.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -116,7 +119,11 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
             json!({"type": "error", "error": {"type": kind, "message": "the fake says no"}});
         (status, "application/json", Bytes::from(error.to_string()))
     } else {
-        match svc_gateway::validate::request(Endpoint::Messages, &parts.headers, body.clone()) {
+        let endpoint = match parts.uri.path() {
+            "/v1/chat/completions" => Endpoint::ChatCompletions,
+            _ => Endpoint::Messages,
+        };
+        match svc_gateway::validate::request(endpoint, &parts.headers, body.clone()) {
             Err(rejection) => {
                 let error = json!({"type": "error", "error": {"type": "invalid_request_error",
                     "message": format!("not a Messages request: {:?}", rejection.field_errors())}});
@@ -127,7 +134,9 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
                 .await
                 .unwrap()
             {
-                ProviderReply::Json { body, .. } => (200, "application/json", body),
+                ProviderReply::Json { body: answer, .. } => {
+                    (200, "application/json", forced_input(&body, answer))
+                }
                 ProviderReply::Stream { events, .. } => {
                     let frames: Vec<_> = events.map(Result::unwrap).collect().await;
                     (200, "text/event-stream", Bytes::from(frames.concat()))
@@ -136,4 +145,50 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
         }
     };
     record(&inner, parts, body, status, content_type, answer)
+}
+
+/// A Messages answer whose `tool_use` calls the tool the request forced, with an input made
+/// from that tool's schema; any other answer unchanged.
+fn forced_input(request: &[u8], answer: Bytes) -> Bytes {
+    let request: Value = serde_json::from_slice(request).unwrap_or_default();
+    let Ok(mut message) = serde_json::from_slice::<Value>(&answer) else {
+        return answer;
+    };
+    let forced = &request["tool_choice"];
+    if forced["type"] != "tool" || message["type"] != "message" {
+        return answer;
+    }
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let Some(tool) = tools.iter().find(|t| t["name"] == forced["name"]) else {
+        return answer;
+    };
+    for block in message["content"].as_array_mut().into_iter().flatten() {
+        if block["type"] == "tool_use" {
+            block["name"] = tool["name"].clone();
+            block["input"] = example(&tool["input_schema"]);
+        }
+    }
+    Bytes::from(message.to_string())
+}
+
+/// A value valid against a simple JSON schema.
+pub(crate) fn example(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].get(0) {
+        return first.clone();
+    }
+    match schema["type"].as_str() {
+        Some("string") => json!("Ada"),
+        Some("integer") => json!(36),
+        Some("number") => json!(1.5),
+        Some("boolean") => json!(true),
+        Some("array") => json!([example(&schema["items"])]),
+        _ => Value::Object(
+            schema["properties"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, property)| (name.clone(), example(property)))
+                .collect(),
+        ),
+    }
 }
