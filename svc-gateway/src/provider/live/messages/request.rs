@@ -5,7 +5,8 @@
 //! and assistant turns keep their role: text blocks become text, image blocks (base64 or URL)
 //! `image_url` parts, an assistant's `tool_use` blocks its `tool_calls` (the input as the
 //! arguments' JSON), and a user's `tool_result` blocks `tool` messages, sent before the rest of
-//! the turn as the chat API wants them right after the calls. Tools (`input_schema` as
+//! the turn as the chat API wants them right after the calls (a result's images, which a tool
+//! message cannot hold, go with the rest of the turn). Tools (`input_schema` as
 //! `parameters`), `tool_choice` (`auto`, `any` as `required`, `tool` as a named function,
 //! `none`), `disable_parallel_tool_use`, `max_tokens` (as `max_completion_tokens`),
 //! `stop_sequences`, `temperature`, `top_p` and `stream` (with `stream_options.include_usage`,
@@ -83,7 +84,10 @@ pub(crate) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
             out.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(choice) = json.get("tool_choice").filter(|c| c.is_object()) {
+    // The chat API refuses a choice without tools.
+    if let Some(choice) = json.get("tool_choice").filter(|c| c.is_object())
+        && out.contains_key("tools")
+    {
         tool_choice(choice, &mut out)?;
     }
     if let Some(format) = json
@@ -139,7 +143,10 @@ fn user(content: &Value, at: &str) -> Result<Vec<Value>, ProviderError> {
             Some("text") => parts.push(json!({"type": "text", "text": block["text"]})),
             Some("image") => parts.push(image(block, &at)?),
             Some("tool_result") => {
-                let mut output = text(&block["content"], &format!("{at}.content"))?;
+                let (mut output, images) = tool_output(&block["content"], &at)?;
+                // A tool message holds text only: the result's images follow in the user
+                // message after the tool messages.
+                parts.extend(images);
                 if block["is_error"] == true {
                     output = format!("Error: {output}");
                 }
@@ -153,6 +160,24 @@ fn user(content: &Value, at: &str) -> Result<Vec<Value>, ProviderError> {
         messages.push(json!({"role": "user", "content": parts}));
     }
     Ok(messages)
+}
+
+/// A `tool_result`'s content: its text, and its images as `image_url` parts.
+fn tool_output(content: &Value, at: &str) -> Result<(String, Vec<Value>), ProviderError> {
+    let Value::Array(blocks) = content else {
+        return Ok((text(content, at)?, Vec::new()));
+    };
+    let mut texts = Vec::with_capacity(blocks.len());
+    let mut images = Vec::new();
+    for (k, block) in blocks.iter().enumerate() {
+        let at = format!("{at}.content[{k}]");
+        match block["type"].as_str() {
+            Some("text") => texts.extend(block["text"].as_str()),
+            Some("image") => images.push(image(block, &at)?),
+            _ => return Err(refused(&at)),
+        }
+    }
+    Ok((texts.join("\n"), images))
 }
 
 /// An image block as an `image_url` part: base64 as a data URL, a URL as itself.
@@ -233,7 +258,7 @@ fn tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), Provi
             ));
         }
     };
-    if choice["disable_parallel_tool_use"] == true && out.contains_key("tools") {
+    if choice["disable_parallel_tool_use"] == true {
         out.insert("parallel_tool_calls".into(), Value::Bool(false));
     }
     out.insert("tool_choice".into(), mapped);
@@ -325,6 +350,26 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_results_image_follows_the_tool_message() {
+        let image = json!({"type": "image", "source": {"type": "url", "url": "https://x/y.png"}});
+        let sent = translate(
+            json!({"max_tokens": 1, "messages": [{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t", "is_error": true,
+                 "content": [{"type": "text", "text": "see"}, image]},
+            ]}]}),
+        )
+        .unwrap();
+        assert_eq!(
+            sent["messages"],
+            json!([
+                {"role": "tool", "tool_call_id": "t", "content": "Error: see"},
+                {"role": "user", "content": [
+                    {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]},
+            ])
+        );
+    }
+
+    #[test]
     fn tool_choices_map() {
         let body = |choice: Value| {
             json!({"max_tokens": 1, "messages": [{"role": "user", "content": "hi"}],
@@ -341,6 +386,9 @@ mod tests {
         ] {
             assert_eq!(translate(body(choice)).unwrap()["tool_choice"], mapped);
         }
+        let mut toolless = body(json!({"type": "auto"}));
+        toolless.as_object_mut().unwrap().remove("tools");
+        assert!(translate(toolless).unwrap().get("tool_choice").is_none());
     }
 
     #[test]
@@ -373,7 +421,7 @@ mod tests {
             (
                 turn(
                     json!([{"type": "tool_result", "tool_use_id": "t", "content": [
-                    {"type": "image", "source": {}}]}]),
+                    {"type": "document", "source": {}}]}]),
                 ),
                 "messages[0].content[0].content[0].type",
             ),
