@@ -156,7 +156,19 @@ pub(crate) fn body(request: &ApiRequest) -> Result<Translated, ProviderError> {
         _ => {}
     }
     if let Some(tools) = chat.get("tools").and_then(Value::as_array) {
-        out.insert("tools".into(), tools.iter().filter_map(tool).collect());
+        let tools = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                tool(t).ok_or_else(|| {
+                    ProviderError::untranslatable(
+                        format!("tools[{i}].type"),
+                        "only function tools can be sent to this model",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        out.insert("tools".into(), Value::Array(tools));
     }
     if let Some(choice) = tool_choice(chat) {
         out.insert("tool_choice".into(), choice);
@@ -384,6 +396,10 @@ mod tests {
         assert_eq!(refused_field(refused), "n");
         let refused = translate(json!({"modalities": ["text", "audio"], "messages": []}));
         assert_eq!(refused_field(refused), "modalities");
+        let refused = translate(json!({"messages": [], "tools": [
+            {"type": "function", "function": {"name": "f"}},
+            {"type": "custom", "custom": {"name": "g"}}]}));
+        assert_eq!(refused_field(refused), "tools[1].type");
     }
 
     #[test]

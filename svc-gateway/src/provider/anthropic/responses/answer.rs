@@ -1,12 +1,13 @@
 //! A Messages answer as a Responses object: the text as one `message` output item with an
 //! `output_text` part (the forced tool's input instead, as JSON, for a `text.format` schema),
-//! each `tool_use` block as a `function_call` item, the stop reason as `status` and
+//! each `tool_use` block as a `function_call` item (a `custom_tool_call` item for a custom
+//! tool, its text as the input), the stop reason as `status` and
 //! `incomplete_details`, and the usage in input and output tokens.
 
 use serde_json::{Value, json};
 
 use super::super::response::{answer_text, is_output};
-use super::{Echo, item_id, object, status, usage};
+use super::{Echo, custom_input, item_id, object, status, usage};
 
 /// A `message` output item holding `text`, done.
 pub(super) fn message_item(id: &str, text: &str) -> Value {
@@ -36,6 +37,18 @@ pub(super) fn function_call(id: &str, block: &Value, arguments: &str, status: &s
     })
 }
 
+/// A `custom_tool_call` output item.
+pub(super) fn custom_tool_call(id: &str, block: &Value, input: &str, status: &str) -> Value {
+    json!({
+        "type": "custom_tool_call",
+        "id": id,
+        "call_id": block["id"],
+        "name": block["name"],
+        "input": input,
+        "status": status,
+    })
+}
+
 /// The Responses object for a Messages answer `message`.
 pub(crate) fn response(message: &Value, echo: &Echo) -> Value {
     let blocks = message["content"]
@@ -49,7 +62,14 @@ pub(crate) fn response(message: &Value, echo: &Echo) -> Value {
         output.push(message_item(&item_id("msg", message, 0), &text));
     }
     for (i, block) in blocks.iter().enumerate() {
-        if block["type"] == "tool_use" && !is_output(block, output_tool) {
+        if block["type"] != "tool_use" || is_output(block, output_tool) {
+            continue;
+        }
+        if echo.is_custom(block) {
+            let id = item_id("ctc", message, i);
+            let input = custom_input(&block["input"]);
+            output.push(custom_tool_call(&id, block, input, "completed"));
+        } else {
             let arguments = block["input"].to_string();
             let id = item_id("fc", message, i);
             output.push(function_call(&id, block, &arguments, "completed"));
@@ -106,6 +126,23 @@ pub(super) mod tests {
             json!({"input_tokens": 15, "input_tokens_details": {"cached_tokens": 5},
                    "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 0},
                    "total_tokens": 22})
+        );
+    }
+
+    #[test]
+    fn a_custom_tools_call_is_a_custom_tool_call() {
+        let message = json!({
+            "id": "msg_03", "model": "claude-x", "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "apply_patch",
+                         "input": {"input": "*** Begin Patch"}}],
+            "usage": {"input_tokens": 1, "output_tokens": 2},
+        });
+        let tools = json!({"tools": [{"type": "custom", "name": "apply_patch"}]});
+        let response = response(&message, &echo(tools, None));
+        assert_eq!(
+            response["output"][0],
+            json!({"type": "custom_tool_call", "id": "ctc_03_0", "call_id": "toolu_1",
+                   "name": "apply_patch", "input": "*** Begin Patch", "status": "completed"})
         );
     }
 

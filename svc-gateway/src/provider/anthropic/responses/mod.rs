@@ -16,6 +16,9 @@ use serde_json::{Map, Value, json};
 use super::response::prompt_tokens;
 use crate::request::ApiRequest;
 
+/// The one field of a custom tool's input: the tool's free-form text.
+pub(crate) const CUSTOM_INPUT: &str = "input";
+
 /// What a Response object repeats of its request, and what the translation needs to know to
 /// read the answer.
 #[derive(Debug, Clone)]
@@ -25,6 +28,8 @@ pub(crate) struct Echo {
     settings: Map<String, Value>,
     /// The forced tool of a `text.format` JSON schema, whose input is the answer's text.
     output_tool: Option<String>,
+    /// The names of the request's custom tools, whose calls are `custom_tool_call` items.
+    custom_tools: Vec<String>,
 }
 
 /// A field's default value.
@@ -59,12 +64,34 @@ impl Echo {
                 ((*field).to_owned(), value)
             })
             .collect();
+        let custom_tools = request
+            .json
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|tool| tool["type"] == "custom")
+            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+            .collect();
         Echo {
             created_at,
             settings,
             output_tool,
+            custom_tools,
         }
     }
+
+    /// Whether a `tool_use` block calls one of the request's custom tools.
+    fn is_custom(&self, block: &Value) -> bool {
+        self.custom_tools
+            .iter()
+            .any(|name| block["name"] == name.as_str())
+    }
+}
+
+/// A custom tool's text out of its `tool_use` input.
+fn custom_input(input: &Value) -> &str {
+    input[CUSTOM_INPUT].as_str().unwrap_or_default()
 }
 
 /// A Messages id's Responses form, `{prefix}_{rest}`, so ids look as the SDKs expect.

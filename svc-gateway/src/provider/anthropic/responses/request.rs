@@ -4,13 +4,14 @@
 //! is one user turn; message items keep their role, with `input_text` and `output_text` parts
 //! as text blocks and `input_image` parts as image blocks; a `function_call` item becomes an
 //! assistant `tool_use` block (its `call_id` the block id) and a `function_call_output` a user
-//! turn's `tool_result`. Function tools, `tool_choice`, `parallel_tool_calls`,
+//! turn's `tool_result`. A custom tool (free-form text input) is a tool whose input is one
+//! string, [`CUSTOM_INPUT`], and its calls and outputs go as a function's do. Function tools, `tool_choice`, `parallel_tool_calls`,
 //! `max_output_tokens`, `temperature`, `top_p` and `stream` carry over, and a `text.format`
 //! JSON schema becomes a forced tool ([`structured`](super::super::structured)).
 //!
 //! What has no counterpart is refused with a field error naming it: built-in tools
-//! (`web_search`, `file_search`, ...), items other than messages and function calls and their
-//! outputs, `input_file` and `input_audio` parts, an image by `file_id`, and
+//! (`web_search`, `file_search`, ...), items other than messages and function and custom tool
+//! calls and their outputs, `input_file` and `input_audio` parts, an image by `file_id`, and
 //! `previous_response_id`, `conversation`, `background` and `prompt`, which need state the
 //! gateway does not keep.
 
@@ -21,6 +22,7 @@ use super::super::request::{
     part_refused, text_blocks, with_output_tool,
 };
 use super::super::structured;
+use super::CUSTOM_INPUT;
 use crate::provider::ProviderError;
 use crate::request::ApiRequest;
 
@@ -102,13 +104,16 @@ fn input_item(
             "assistant" => turns.push("assistant", message_blocks(&item["content"], at)?),
             _ => turns.push("user", message_blocks(&item["content"], at)?),
         },
-        "function_call" => {
-            let arguments = item["arguments"].as_str().unwrap_or("{}");
-            // The model wrote the arguments; what it wrote goes back as its input, or `{}`.
-            let input: Value = serde_json::from_str(arguments)
-                .ok()
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({}));
+        "function_call" | "custom_tool_call" => {
+            let input = if kind == "custom_tool_call" {
+                json!({ CUSTOM_INPUT: item["input"] })
+            } else {
+                // The model wrote the arguments; what it wrote goes back as its input, or `{}`.
+                serde_json::from_str(item["arguments"].as_str().unwrap_or("{}"))
+                    .ok()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({}))
+            };
             turns.push(
                 "assistant",
                 vec![
@@ -117,7 +122,7 @@ fn input_item(
                 ],
             );
         }
-        "function_call_output" => {
+        "function_call_output" | "custom_tool_call_output" => {
             let content = match &item["output"] {
                 Value::String(text) => text_blocks(&json!(text)),
                 Value::Array(_) => message_blocks(&item["output"], &format!("{at}.output"))?,
@@ -158,28 +163,55 @@ fn message_blocks(content: &Value, at: &str) -> Result<Vec<Value>, ProviderError
     })
 }
 
-/// A function tool as a Messages tool; a built-in tool is refused.
+/// A function tool, or a custom tool, as a Messages tool; a built-in tool is refused.
 fn tool(tool: &Value, at: &str) -> Result<Value, ProviderError> {
     let refused = || {
         ProviderError::untranslatable(
             format!("{at}.type"),
-            "only function tools can be sent to this model",
+            "only function and custom tools can be sent to this model",
         )
     };
-    if tool["type"] != "function" {
-        return Err(refused());
+    match tool["type"].as_str() {
+        Some("function") => function_tool(tool).ok_or_else(refused),
+        Some("custom") => custom_tool(tool).ok_or_else(refused),
+        _ => Err(refused()),
     }
-    function_tool(tool).ok_or_else(refused)
 }
 
-/// `tool_choice`: `none`, `auto`, `required`, or `{"type": "function", "name": ...}`.
+/// A custom tool (free-form text input) as a Messages tool whose input is that text, the
+/// one string field [`CUSTOM_INPUT`]; a grammar the text must follow goes in the description.
+fn custom_tool(tool: &Value) -> Option<Value> {
+    let mut description = tool["description"].as_str().unwrap_or_default().to_owned();
+    let format = &tool["format"];
+    if format["type"] == "grammar" {
+        description.push_str(&format!(
+            "\n\nThe input follows this {} grammar:\n{}",
+            format["syntax"].as_str().unwrap_or_default(),
+            format["definition"].as_str().unwrap_or_default()
+        ));
+    }
+    Some(json!({
+        "name": tool.get("name")?,
+        "description": description,
+        "input_schema": {
+            "type": "object",
+            "properties": {CUSTOM_INPUT: {"type": "string", "description": "The input, as text."}},
+            "required": [CUSTOM_INPUT],
+        },
+    }))
+}
+
+/// `tool_choice`: `none`, `auto`, `required`, or `{"type": "function" or "custom", "name"}`.
 fn tool_choice(json: &Map<String, Value>) -> Result<Option<Value>, ProviderError> {
     if let Some(Value::Object(choice)) = json.get("tool_choice")
-        && choice.get("type").and_then(Value::as_str) != Some("function")
+        && !matches!(
+            choice.get("type").and_then(Value::as_str),
+            Some("function" | "custom")
+        )
     {
         return Err(ProviderError::untranslatable(
             "tool_choice.type",
-            "only a function can be chosen for this model",
+            "only a function or a custom tool can be chosen for this model",
         ));
     }
     Ok(choice_with(json, |c| c.get("name").cloned()))
@@ -261,6 +293,39 @@ mod tests {
         assert_eq!(
             sent["tool_choice"],
             json!({"type": "tool", "name": "look", "disable_parallel_tool_use": true})
+        );
+    }
+
+    #[test]
+    fn a_custom_tool_takes_its_text_as_one_string() {
+        let sent = translate(json!({"model": "m",
+            "input": [
+                {"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch",
+                 "input": "*** Begin Patch"},
+                {"type": "custom_tool_call_output", "call_id": "call_1", "output": "Done"},
+            ],
+            "tools": [{"type": "custom", "name": "apply_patch", "description": "Patches.",
+                       "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"}}],
+            "tool_choice": {"type": "custom", "name": "apply_patch"},
+        }))
+        .unwrap()
+        .body;
+        let tool = &sent["tools"][0];
+        assert_eq!(tool["input_schema"]["required"], json!([CUSTOM_INPUT]));
+        assert!(
+            tool["description"]
+                .as_str()
+                .unwrap()
+                .ends_with("lark grammar:\nstart: x")
+        );
+        assert_eq!(
+            sent["messages"][0]["content"][0]["input"],
+            json!({ CUSTOM_INPUT: "*** Begin Patch" })
+        );
+        assert_eq!(sent["messages"][1]["content"][0]["type"], "tool_result");
+        assert_eq!(
+            sent["tool_choice"],
+            json!({"type": "tool", "name": "apply_patch"})
         );
     }
 

@@ -6,7 +6,9 @@
 //! `response.output_text.delta` per `text_delta`, then `response.output_text.done`,
 //! `response.content_part.done` and `response.output_item.done` when the block stops. A
 //! `tool_use` block is a `function_call` item: added, a `response.function_call_arguments.delta`
-//! per `input_json_delta`, `.done`, and the item done. The forced tool of a `text.format`
+//! per `input_json_delta`, `.done`, and the item done; a custom tool's block is a
+//! `custom_tool_call` item whose text goes out whole when the block stops
+//! (`response.custom_tool_call_input.delta` and `.done`). The forced tool of a `text.format`
 //! schema streams as text. `message_stop` gives `response.completed` (or
 //! `response.incomplete`) with every output item and the usage. An `error` event, or a stream
 //! that ends before `message_stop`, ends the stream with the gateway's error.
@@ -15,8 +17,8 @@ use serde_json::{Value, json};
 
 use super::super::response::is_output;
 use super::super::stream::{merge_usage, stream_error};
-use super::answer::{function_call, message_item, output_text};
-use super::{Echo, item_id, object, status, usage};
+use super::answer::{custom_tool_call, function_call, message_item, output_text};
+use super::{Echo, custom_input, item_id, object, status, usage};
 use crate::provider::translate::{Event, Translate, ended_early, translated, write_event};
 use crate::provider::{EventStream, ProviderError};
 
@@ -37,10 +39,19 @@ pub(crate) fn events(events: EventStream, echo: Echo) -> EventStream {
     )
 }
 
+/// What the block being streamed is.
+enum Item {
+    /// A `message` item: text, or the forced tool's input.
+    Message,
+    /// A `function_call` item, with the tool's block.
+    Call(Value),
+    /// A `custom_tool_call` item, with the tool's block: its text is known once whole.
+    Custom(Value),
+}
+
 /// The output item of the block being streamed.
 struct Open {
-    /// A `function_call` item (a tool's block), or a `message` item (text, or the forced tool).
-    call: Option<Value>,
+    item: Item,
     output_index: usize,
     id: String,
     /// The text, or the call's arguments, so far.
@@ -146,18 +157,25 @@ impl Translator {
                               "part": output_text("")});
             self.emit(out, "response.content_part.added", part);
             self.open = Some(Open {
-                call: None,
+                item: Item::Message,
                 output_index,
                 id,
                 buffer: String::new(),
             });
         } else if block["type"] == "tool_use" {
-            let id = item_id("fc", &self.message, output_index);
-            let item = function_call(&id, block, "", "in_progress");
+            let (id, item, kind) = if self.echo.is_custom(block) {
+                let id = item_id("ctc", &self.message, output_index);
+                let item = custom_tool_call(&id, block, "", "in_progress");
+                (id, item, Item::Custom(block.clone()))
+            } else {
+                let id = item_id("fc", &self.message, output_index);
+                let item = function_call(&id, block, "", "in_progress");
+                (id, item, Item::Call(block.clone()))
+            };
             let added = json!({"output_index": output_index, "item": item});
             self.emit(out, "response.output_item.added", added);
             self.open = Some(Open {
-                call: Some(block.clone()),
+                item: kind,
                 output_index,
                 id,
                 buffer: String::new(),
@@ -175,14 +193,19 @@ impl Translator {
             return;
         };
         open.buffer.push_str(piece);
-        let (id, output_index, is_call) = (open.id.clone(), open.output_index, open.call.is_some());
-        if is_call {
-            let data = json!({"item_id": id, "output_index": output_index, "delta": piece});
-            self.emit(out, "response.function_call_arguments.delta", data);
-        } else {
-            let data = json!({"item_id": id, "output_index": output_index, "content_index": 0,
-                              "delta": piece, "logprobs": []});
-            self.emit(out, "response.output_text.delta", data);
+        let (id, output_index) = (open.id.clone(), open.output_index);
+        match open.item {
+            Item::Call(_) => {
+                let data = json!({"item_id": id, "output_index": output_index, "delta": piece});
+                self.emit(out, "response.function_call_arguments.delta", data);
+            }
+            Item::Message => {
+                let data = json!({"item_id": id, "output_index": output_index,
+                                  "content_index": 0, "delta": piece, "logprobs": []});
+                self.emit(out, "response.output_text.delta", data);
+            }
+            // Its pieces are pieces of JSON around the text: the text goes out whole.
+            Item::Custom(_) => {}
         }
     }
 
@@ -192,8 +215,19 @@ impl Translator {
             return;
         };
         let (id, index) = (open.id.as_str(), open.output_index);
-        let item = match &open.call {
-            Some(block) => {
+        let item = match &open.item {
+            Item::Custom(block) => {
+                let input: Value = serde_json::from_str(&open.buffer).unwrap_or_default();
+                let input = custom_input(&input);
+                if !input.is_empty() {
+                    let data = json!({"item_id": id, "output_index": index, "delta": input});
+                    self.emit(out, "response.custom_tool_call_input.delta", data);
+                }
+                let data = json!({"item_id": id, "output_index": index, "input": input});
+                self.emit(out, "response.custom_tool_call_input.done", data);
+                custom_tool_call(id, block, input, "completed")
+            }
+            Item::Call(block) => {
                 let arguments = if open.buffer.is_empty() {
                     "{}"
                 } else {
@@ -204,7 +238,7 @@ impl Translator {
                 self.emit(out, "response.function_call_arguments.done", data);
                 function_call(id, block, arguments, "completed")
             }
-            None => {
+            Item::Message => {
                 let text = open.buffer.as_str();
                 let data = json!({"item_id": id, "output_index": index, "content_index": 0,
                                   "text": text, "logprobs": []});
@@ -237,10 +271,11 @@ mod tests {
         frames: Vec<String>,
         output_tool: Option<&str>,
     ) -> (Vec<(String, Value)>, Option<ProviderError>) {
+        let tools = json!({"tools": [{"type": "custom", "name": "apply_patch"}]});
         let events: EventStream = Box::pin(futures_util::stream::iter(
             frames.into_iter().map(|f| Ok(Bytes::from(f))),
         ));
-        let items: Vec<_> = super::events(events, echo(json!({}), output_tool))
+        let items: Vec<_> = super::events(events, echo(tools, output_tool))
             .collect()
             .await;
         let mut parsed = Vec::new();
@@ -351,6 +386,37 @@ mod tests {
         assert_eq!(done["usage"]["input_tokens"], 12);
         assert_eq!(done["usage"]["output_tokens"], 9);
         assert_eq!(events[0].1["response"]["usage"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn a_custom_tools_text_goes_out_whole() {
+        let frames = answer(
+            vec![(
+                json!({"type": "tool_use", "id": "toolu_1", "name": "apply_patch", "input": {}}),
+                vec![
+                    json!({"type": "input_json_delta", "partial_json": "{\"input\": \"*** Be"}),
+                    json!({"type": "input_json_delta", "partial_json": "gin\"}"}),
+                ],
+            )],
+            "tool_use",
+        );
+        let (events, error) = translate(frames, None).await;
+        assert!(error.is_none());
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names[2..6],
+            [
+                "response.output_item.added",
+                "response.custom_tool_call_input.delta",
+                "response.custom_tool_call_input.done",
+                "response.output_item.done",
+            ]
+        );
+        assert_eq!(events[2].1["item"]["type"], "custom_tool_call");
+        assert_eq!(events[4].1["input"], "*** Begin");
+        let done = &events.last().unwrap().1["response"]["output"][0];
+        assert_eq!(done["input"], "*** Begin");
+        assert_eq!(done["call_id"], "toolu_1");
     }
 
     #[tokio::test]
