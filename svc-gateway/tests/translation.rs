@@ -230,6 +230,34 @@ async fn structured_output_reaches_claude_as_a_forced_tool() {
     assert!(serde_json::from_str::<Value>(content).unwrap().is_object());
     assert!(chat["choices"][0]["message"].get("tool_calls").is_none());
 
+    // Streamed, the answer's JSON arrives as content deltas.
+    let streamed = env
+        .send_chat(json!({"model": "claude-x", "stream": true,
+            "messages": [{"role": "user", "content": "Who?"}],
+            "response_format": {"type": "json_schema",
+                "json_schema": {"name": "Person", "schema": schema}}}))
+        .await;
+    assert_eq!(streamed.status, 200);
+    let body = String::from_utf8_lossy(&streamed.body).into_owned();
+    let chunks: Vec<Value> = named_events(body.trim_end_matches("data: [DONE]\n\n").as_bytes())
+        .into_iter()
+        .map(|(_, data)| data)
+        .collect();
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(serde_json::from_str::<Value>(&content).unwrap().is_object());
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["choices"][0]["delta"].get("tool_calls").is_none())
+    );
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "stop"
+    );
+
     let response = post(
         &env,
         "/v1/responses",

@@ -161,6 +161,7 @@ out["messages"] = {
     "pieces": len(pieces),
     "then": "".join(pieces),
     "then_stop_reason": final.stop_reason,
+    "then_input_tokens": final.usage.input_tokens,
     "then_output_tokens": final.usage.output_tokens,
     "streamed_stop_reason": streamed_call.stop_reason,
     "streamed_tool": streamed_use.name,

@@ -98,6 +98,10 @@ async fn the_official_sdks_talk_across_protocols() {
     assert_eq!(messages["then"], MOCK_REPLY);
     assert_eq!(messages["then_stop_reason"], "end_turn");
     assert!(messages["then_output_tokens"].as_u64() > Some(0));
+    assert!(
+        messages["then_input_tokens"].as_u64() > Some(0),
+        "the input counted at the end"
+    );
     assert_eq!(messages["streamed_stop_reason"], "tool_use");
     assert_eq!(messages["streamed_tool"], "get_weather");
     assert_eq!(messages["streamed_input"], json!({}));
