@@ -45,6 +45,10 @@ targets = ["anthropic"]
 [[models]]
 name = "gpt-*"
 targets = ["openai"]
+
+[[models]]
+name = "both"
+targets = ["anthropic:claude-both", "openai:gpt-both"]
 "#,
         anthropic.base_url(),
         openai.base_url()
@@ -325,6 +329,35 @@ async fn what_cannot_be_translated_is_refused_by_name_and_never_sent() {
     }
     assert!(anthropic.seen().is_empty());
     assert!(openai.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_target_that_cannot_carry_a_request_hands_it_to_the_next() {
+    let (anthropic, openai, env, _dir) = both().await;
+    openai.set(Script::Json(
+        200,
+        json!({"id": "resp_1", "object": "response"}),
+        vec![],
+    ));
+    let body = json!({"model": "both", "input": "news?", "tools": [{"type": "web_search"}]});
+    let reply = post(&env, "/v1/responses", &body).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert!(
+        anthropic.seen().is_empty(),
+        "no call to the target that cannot carry it"
+    );
+    let seen = openai.seen();
+    assert_eq!(seen[0].path, "/v1/responses");
+    let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+    assert_eq!(sent["tools"], body["tools"]);
+    assert_eq!(sent["model"], "gpt-both");
+    let metrics = String::from_utf8(env.get("/metrics").await.body.to_vec()).unwrap();
+    assert!(
+        metrics.contains(
+            "svc_provider_requests_total{provider=\"anthropic\",outcome=\"untranslatable\"} 1"
+        ),
+        "{metrics}"
+    );
 }
 
 fn tool_call_completion() -> Value {
