@@ -4,8 +4,8 @@
 //! `tool_use` block becomes a tool call (its `input_json_delta`s the arguments), and
 //! `message_delta` carries the finish reason. At `message_stop` the usage chunk (empty
 //! `choices`, as OpenAI sends it when asked) and `data: [DONE]` follow; the gateway drops the
-//! usage chunk again for a client that did not ask for it. An `error` event ends the stream
-//! with the gateway's error event; the cutting of frames into events is
+//! usage chunk again for a client that did not ask for it. An `error` event, or a stream that
+//! ends before `message_stop`, ends the stream with the gateway's error event; the cutting of frames into events is
 //! [`translated`]'s.
 
 use std::collections::HashMap;
@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::response::{finish_reason, is_output, stop_reason, usage};
-use crate::provider::translate::{Event, Translate, translated, write_event};
+use crate::provider::translate::{Event, Translate, ended_early, translated, write_event};
 use crate::provider::{EventStream, ProviderError};
 
 /// The chat chunks of a Messages event stream; `output_tool` names the forced tool of a
@@ -33,6 +33,7 @@ pub(crate) fn chunks(
             tools: HashMap::new(),
             output_tool,
             output_block: None,
+            finished: false,
         },
     )
 }
@@ -48,6 +49,8 @@ struct Translator {
     /// The forced tool of a structured-output request, and its block once it started.
     output_tool: Option<String>,
     output_block: Option<u64>,
+    /// Whether `message_stop` came: a stream that ends before it was cut.
+    finished: bool,
 }
 
 impl Translate for Translator {
@@ -55,6 +58,14 @@ impl Translate for Translator {
         match event {
             Event::Json(event) => self.message_event(&event, out),
             Event::Done => Ok(()),
+        }
+    }
+
+    fn end(&mut self, _out: &mut Vec<u8>) -> Result<(), ProviderError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(ended_early())
         }
     }
 }
@@ -132,6 +143,7 @@ impl Translator {
                 });
                 write_event(out, None, &last);
                 out.extend_from_slice(b"data: [DONE]\n\n");
+                self.finished = true;
             }
             "error" => return Err(stream_error(&event["error"])),
             _ => {}
@@ -262,6 +274,17 @@ mod tests {
             json!({"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})
         );
         assert_eq!(chunks[6]["choices"], json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_before_message_stop_ends_with_an_error() {
+        let frames = vec![sse(
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m"}}),
+        )];
+        let out = translate(frames).await;
+        assert!(out[0].is_ok());
+        assert_eq!(out[1], Err(ended_early()));
     }
 
     #[tokio::test]
