@@ -481,3 +481,26 @@ async fn messages_reach_an_openai_model_translated_both_ways() {
     // Both answers' usage is counted.
     completion_tokens_counted(&env, 8 + 5).await;
 }
+
+#[tokio::test]
+async fn a_stream_ended_before_its_finish_ends_with_the_gateways_error() {
+    let (_anthropic, openai, env, _dir) = both().await;
+    let body = json!({"model": "gpt-x", "max_tokens": 64, "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    openai.set(Script::Stream {
+        before: vec![chunk_event(json!({"content": "Hel"}), None)],
+        after: vec![],
+        fail: false,
+    });
+    openai.release();
+    let reply = post(&env, "/v1/messages", &body).await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(text.starts_with("event: message_start\n"), "{text}");
+    assert!(text.contains("\"text\":\"Hel\""), "{text}");
+    assert!(
+        !text.contains("message_stop"),
+        "not told as complete: {text}"
+    );
+    assert!(text.contains("PROVIDER_UNAVAILABLE"), "{text}");
+}
