@@ -5,7 +5,7 @@
 //! says so), and the answer, JSON or SSE, comes back unchanged; so does a
 //! `/v1/messages/count_tokens` request, to `{base}/messages/count_tokens`. A chat completion routed here
 //! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not,
-//! and so is a Responses API request ([`responses`]).
+//! and so is a Responses API request (module `responses`).
 //! As for every provider, the upstream request is built from scratch: the client's own
 //! `x-api-key`, `Authorization` and `Idempotency-Key` never travel. Its `anthropic-beta`
 //! does, as the features it opts into are part of what it asks for.

@@ -1,6 +1,6 @@
 //! The live provider: any OpenAI-compatible API, `POST {base}/chat/completions`,
 //! `{base}/embeddings` and `{base}/responses`. A `/v1/messages` request is translated to a chat
-//! completion and its answer, JSON or stream, back to Anthropic's shape ([`messages`]). A
+//! completion and its answer, JSON or stream, back to Anthropic's shape (module `messages`). A
 //! Messages `count_tokens` call is answered from the gateway's estimate, without a call.
 //!
 //! The upstream request is built from scratch: the client's body as received (see
