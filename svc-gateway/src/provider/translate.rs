@@ -122,6 +122,24 @@ pub(crate) fn tool_fields(tool: &Value, schema: &str, renamed: &str) -> Option<V
     Some(Value::Object(out))
 }
 
+/// Refuses the first of `fields` that `json` sets (to anything but `null` or `false`): each
+/// asks for what the target's API cannot do.
+pub(crate) fn refuse_set(
+    json: &serde_json::Map<String, Value>,
+    fields: &[&'static str],
+) -> Result<(), ProviderError> {
+    match fields.iter().find(|field| {
+        json.get(**field)
+            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
+    }) {
+        Some(field) => Err(ProviderError::untranslatable(
+            *field,
+            "this field cannot be sent to this model",
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The error of a provider stream that ended cleanly before its answer did.
 pub(crate) fn ended_early() -> ProviderError {
     ProviderError::Unavailable {

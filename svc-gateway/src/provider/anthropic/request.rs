@@ -8,15 +8,26 @@
 //! `parallel_tool_calls`, `stop`, `temperature`, `top_p` and the token cap carry over; a
 //! request without a cap gets [`DEFAULT_MAX_TOKENS`], which the Messages API requires.
 //! `response_format` with a JSON schema (or `json_object`) becomes a forced tool
-//! ([`structured`](super::structured)). What has no counterpart (`n` above 1, audio parts,
-//! a function role) is refused with a field error naming it.
+//! ([`structured`](super::structured)). What has no counterpart (`n` above 1, audio parts and
+//! answers, a function role, web search, log probabilities, legacy `functions`) is refused with
+//! a field error naming it.
 
 use serde_json::{Map, Value, json};
 
 use super::structured::{self, OutputTool};
 use crate::provider::ProviderError;
-use crate::provider::translate::tool_fields;
+use crate::provider::translate::{refuse_set, tool_fields};
 use crate::request::ApiRequest;
+
+/// Chat fields a Messages request has no counterpart for.
+const CANNOT_CARRY: [&str; 6] = [
+    "web_search_options",
+    "audio",
+    "logprobs",
+    "top_logprobs",
+    "functions",
+    "function_call",
+];
 
 /// `max_tokens` of a chat request that set no cap.
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
@@ -102,6 +113,9 @@ pub(crate) fn body(request: &ApiRequest) -> Result<Translated, ProviderError> {
             "n above 1 cannot be sent to this model",
         ));
     }
+    // Each asks for what a Messages answer cannot hold (search results, audio, log
+    // probabilities) or is the legacy form of tools.
+    refuse_set(chat, &CANNOT_CARRY)?;
     if chat
         .get("modalities")
         .and_then(Value::as_array)
@@ -396,6 +410,9 @@ mod tests {
         assert_eq!(refused_field(refused), "n");
         let refused = translate(json!({"modalities": ["text", "audio"], "messages": []}));
         assert_eq!(refused_field(refused), "modalities");
+        let refused = translate(json!({"logprobs": true, "messages": []}));
+        assert_eq!(refused_field(refused), "logprobs");
+        assert!(translate(json!({"logprobs": false, "messages": []})).is_ok());
         let refused = translate(json!({"messages": [], "tools": [
             {"type": "function", "function": {"name": "f"}},
             {"type": "custom", "custom": {"name": "g"}}]}));

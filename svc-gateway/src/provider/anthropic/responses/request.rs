@@ -24,30 +24,23 @@ use super::super::request::{
 use super::super::structured;
 use super::CUSTOM_INPUT;
 use crate::provider::ProviderError;
+use crate::provider::translate::refuse_set;
 use crate::request::ApiRequest;
 
-/// Fields that need state kept between calls, which the gateway does not keep.
-const STATEFUL: [&str; 4] = [
+/// Fields that need state kept between calls, which the gateway does not keep, or ask for
+/// what a Messages answer cannot hold.
+const STATEFUL: [&str; 5] = [
     "previous_response_id",
     "conversation",
     "prompt",
     "background",
+    "top_logprobs",
 ];
 
 /// The Messages body for a Responses `request` (its model already the upstream's).
 pub(crate) fn body(request: &ApiRequest) -> Result<Translated, ProviderError> {
     let json = &request.json;
-    for field in STATEFUL {
-        if json
-            .get(field)
-            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
-        {
-            return Err(ProviderError::untranslatable(
-                field,
-                "this field needs state the gateway does not keep for this model",
-            ));
-        }
-    }
+    refuse_set(json, &STATEFUL)?;
     let format = json.get("text").and_then(|t| t.get("format"));
     let output = structured::output_tool(format, format, "text.format")?;
     let mut system = Vec::new();

@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use crate::provider::ProviderError;
 use crate::provider::system_turns::fold;
-use crate::provider::translate::tool_fields;
+use crate::provider::translate::{refuse_set, tool_fields};
 use crate::request::ApiRequest;
 
 /// Fields that ask for what only Anthropic's API does.
@@ -32,14 +32,7 @@ const REFUSED: [&str; 3] = ["mcp_servers", "container", "top_k"];
 /// The chat completions body for a Messages `request` (its model already the upstream's).
 pub(crate) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
     let json = fold(&request.json).map_err(ProviderError::Untranslatable)?;
-    for field in REFUSED {
-        if json.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(ProviderError::untranslatable(
-                field,
-                "this field cannot be sent to this model",
-            ));
-        }
-    }
+    refuse_set(&json, &REFUSED)?;
     let mut messages = Vec::new();
     let system = text(json.get("system").unwrap_or(&Value::Null), "system")?;
     if !system.is_empty() {
