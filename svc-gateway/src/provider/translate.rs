@@ -122,22 +122,27 @@ pub(crate) fn tool_fields(tool: &Value, schema: &str, renamed: &str) -> Option<V
     Some(Value::Object(out))
 }
 
-/// Refuses the first of `fields` that `json` sets (to anything but `null` or `false`): each
-/// asks for what the target's API cannot do.
+/// Refuses the first of `fields` that `json` sets (to anything but `null`, `false` or `0`):
+/// each asks for what the target's API cannot do.
 pub(crate) fn refuse_set(
     json: &serde_json::Map<String, Value>,
     fields: &[&'static str],
 ) -> Result<(), ProviderError> {
-    match fields.iter().find(|field| {
-        json.get(**field)
-            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
-    }) {
+    match fields
+        .iter()
+        .find(|field| json.get(**field).is_some_and(is_set))
+    {
         Some(field) => Err(ProviderError::untranslatable(
             *field,
             "this field cannot be sent to this model",
         )),
         None => Ok(()),
     }
+}
+
+/// Whether a field's value asks for something: not `null`, `false` or `0`.
+fn is_set(value: &Value) -> bool {
+    !(value.is_null() || *value == Value::Bool(false) || value.as_u64() == Some(0))
 }
 
 /// The error of a provider stream that ended cleanly before its answer did.

@@ -412,7 +412,7 @@ mod tests {
         assert_eq!(refused_field(refused), "modalities");
         let refused = translate(json!({"logprobs": true, "messages": []}));
         assert_eq!(refused_field(refused), "logprobs");
-        assert!(translate(json!({"logprobs": false, "messages": []})).is_ok());
+        assert!(translate(json!({"logprobs": false, "top_logprobs": 0, "messages": []})).is_ok());
         let refused = translate(json!({"messages": [], "tools": [
             {"type": "function", "function": {"name": "f"}},
             {"type": "custom", "custom": {"name": "g"}}]}));
