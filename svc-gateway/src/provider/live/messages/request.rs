@@ -10,7 +10,8 @@
 //! `parameters`), `tool_choice` (`auto`, `any` as `required`, `tool` as a named function,
 //! `none`), `disable_parallel_tool_use`, `max_tokens` (as `max_completion_tokens`),
 //! `stop_sequences`, `temperature`, `top_p` and `stream` (with `stream_options.include_usage`,
-//! so the usage comes back) carry over; `output_config.format` becomes `response_format`.
+//! so the usage comes back) carry over; `output_config.format` (or the beta's `output_format`)
+//! becomes `response_format`.
 //!
 //! Hints the chat API has no place for and whose absence leaves the answer's shape as the
 //! client expects (`cache_control`, `metadata`, `thinking`, `context_management`,
@@ -83,12 +84,18 @@ pub(crate) fn body(request: &ApiRequest) -> Result<Value, ProviderError> {
     {
         tool_choice(choice, &mut out)?;
     }
-    if let Some(format) = json
-        .get("output_config")
-        .and_then(|c| c.get("format"))
-        .filter(|f| !f.is_null())
-    {
-        out.insert("response_format".into(), response_format(format)?);
+    // The structured-output format: `output_config.format`, or the beta's `output_format`.
+    let formats = [
+        (
+            json.get("output_config").and_then(|c| c.get("format")),
+            "output_config.format",
+        ),
+        (json.get("output_format"), "output_format"),
+    ];
+    for (format, field) in formats {
+        if let Some(format) = format.filter(|f| !f.is_null()) {
+            out.insert("response_format".into(), response_format(format, field)?);
+        }
     }
     if request.stream {
         out.insert("stream".into(), Value::Bool(true));
@@ -258,11 +265,12 @@ fn tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), Provi
     Ok(())
 }
 
-/// `output_config.format` (`{"type": "json_schema", "schema": ...}`) as `response_format`.
-fn response_format(format: &Value) -> Result<Value, ProviderError> {
+/// A structured-output format at `field` (`{"type": "json_schema", "schema": ...}`) as
+/// `response_format`.
+fn response_format(format: &Value, field: &str) -> Result<Value, ProviderError> {
     if format["type"] != "json_schema" {
         return Err(ProviderError::untranslatable(
-            "output_config.format.type",
+            format!("{field}.type"),
             "this format cannot be sent to this model",
         ));
     }
@@ -430,6 +438,10 @@ mod tests {
         let sent = translate(json!({"max_tokens": 1, "messages": [],
             "output_config": {"format": {"type": "json_schema", "schema": schema}}}))
         .unwrap();
+        let beta = translate(json!({"max_tokens": 1, "messages": [],
+            "output_format": {"type": "json_schema", "schema": schema}}))
+        .unwrap();
+        assert_eq!(beta["response_format"], sent["response_format"]);
         assert_eq!(
             sent["response_format"],
             json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema,
