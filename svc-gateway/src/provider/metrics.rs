@@ -58,6 +58,7 @@ fn outcome(result: Result<(), &ProviderError>) -> &'static str {
         Err(ProviderError::Timeout) => "timeout",
         Err(ProviderError::Unavailable { .. }) => "unavailable",
         Err(ProviderError::NotConfigured) => "not_configured",
+        Err(ProviderError::Untranslatable(_)) => "untranslatable",
     }
 }
 
