@@ -11,13 +11,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
 use svc_runtime::health::Readiness;
 use svc_runtime::shutdown::Drain;
-use svc_tower::GrpcAuthClient;
 use svc_tower::agent::AgentCheckLayer;
 use svc_tower::auth::{AuthFailureLimit, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::error::ErrorCode;
+use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
 };
