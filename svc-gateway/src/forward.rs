@@ -17,6 +17,7 @@ use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
+use crate::access_log::UpstreamFacts;
 use crate::http_metrics::ProviderWait;
 use crate::provider::{CallInfo, ProviderReply, Registry};
 use crate::request::ApiRequest;
@@ -95,9 +96,13 @@ impl<B> Service<Request<B>> for Forward {
             let waited = std::time::Instant::now();
             let reply = registry.complete(&chat, &call).await;
             let wait = ProviderWait(waited.elapsed());
-            let (reply, reporter) = match reply {
-                Ok((reply, provider)) => (Ok(reply), reporter.map(|r| r.for_provider(provider))),
-                Err(error) => (Err(error), reporter),
+            let (reply, reporter, provider) = match reply {
+                Ok((reply, provider)) => (
+                    Ok(reply),
+                    reporter.map(|r| r.for_provider(provider)),
+                    Some(Arc::<str>::from(provider)),
+                ),
+                Err(error) => (Err(error), reporter, None),
             };
             let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
@@ -117,7 +122,10 @@ impl<B> Service<Request<B>> for Forward {
                 }
                 Ok(ProviderReply::Stream { status, events }) => {
                     let events = crate::deadline::until_deadline(events, &drain);
+                    // A failure is told in the protocol of the route called, whichever provider
+                    // answers it.
                     SseBody::new(events, request_id.to_string(), docs_base)
+                        .endpoint(chat.endpoint)
                         .report_usage(reporter, chat.asks_usage_for_client())
                         .into_response(status)
                         .map(Body::new)
@@ -130,6 +138,12 @@ impl<B> Service<Request<B>> for Forward {
                 }
             };
             response.extensions_mut().insert(wait);
+            if let Some(provider) = provider {
+                let status = response.status().as_u16();
+                response
+                    .extensions_mut()
+                    .insert(UpstreamFacts { provider, status });
+            }
             Ok(response)
         })
     }
