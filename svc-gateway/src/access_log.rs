@@ -19,6 +19,11 @@
 //! - the provider-backed handler adds a [`CallFacts`] (model, stream, message count);
 //! - the provider call adds an [`UpstreamFacts`] (the provider that answered and its status).
 //!
+//! A stream that breaks after its head went out keeps its status; its line also names the
+//! code the stream ended with (`stream_error`). That one is learned after the answer left this
+//! layer, so it comes back through a [`StreamOutcome`] this layer puts in the request
+//! extensions: written once by the stream's body, read when the line is written.
+//!
 //! The line is written when the answer's body ends (or is dropped, the client gone), so a
 //! stream's duration is the whole stream's. A request whose answer never came back (the
 //! client left first) is logged with status 499; one that panicked, with 500 and
@@ -26,7 +31,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -77,6 +82,23 @@ pub struct UpstreamFacts {
     pub provider: Arc<str>,
     /// Its status.
     pub status: u16,
+}
+
+/// Where a streamed answer tells the access log the code it failed with, if it did: in the
+/// request extensions, put there by [`AccessLog`] and written once by the stream's body.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOutcome(Arc<OnceLock<String>>);
+
+impl StreamOutcome {
+    /// The stream ended with `code`; only the first failure is kept.
+    pub fn failed(&self, code: &str) {
+        let _ = self.0.set(code.to_owned());
+    }
+
+    /// The code the stream ended with, if it failed.
+    fn code(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
 }
 
 /// Applies [`Identity`]: copies the request's [`OrgContext`] onto its answer. It sits right
@@ -190,8 +212,12 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let line = self.enabled.then(|| Line::start(&request));
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+        let line = self.enabled.then(|| {
+            let line = Line::start(&request);
+            request.extensions_mut().insert(line.stream.clone());
+            line
+        });
         ResponseFuture {
             inner: self.inner.call(request),
             line,
@@ -290,6 +316,7 @@ struct Line {
     request_id: Option<RequestId>,
     started: Instant,
     answer: Option<Answer>,
+    stream: StreamOutcome,
 }
 
 /// What the answer told.
@@ -314,6 +341,7 @@ impl Line {
             request_id: extensions.get::<RequestId>().copied(),
             started: Instant::now(),
             answer: None,
+            stream: StreamOutcome::default(),
         }
     }
 
@@ -345,6 +373,7 @@ impl Drop for Line {
             route = %self.route,
             status = answer.status,
             code = answer.code.as_deref(),
+            stream_error = self.stream.code(),
             duration_ms = self.started.elapsed().as_secs_f64() * 1000.0,
             request_id = self.request_id.map(tracing::field::display),
             org_id = org.map(|o| tracing::field::display(o.org_id)),

@@ -17,7 +17,7 @@ use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
-use crate::access_log::UpstreamFacts;
+use crate::access_log::{StreamOutcome, UpstreamFacts};
 use crate::http_metrics::ProviderWait;
 use crate::provider::{CallInfo, ProviderReply, Registry};
 use crate::request::ApiRequest;
@@ -72,6 +72,7 @@ impl<B> Service<Request<B>> for Forward {
         // The request span's id and sampling decision, when trace export put them there.
         let trace_parent = request.extensions().get::<TraceParent>().copied();
         let anthropic_beta = request.headers().get("anthropic-beta").cloned();
+        let outcome = request.extensions().get::<StreamOutcome>().cloned();
         let org_id = request
             .extensions()
             .get::<svc_tower::context::OrgContext>()
@@ -126,6 +127,7 @@ impl<B> Service<Request<B>> for Forward {
                     // answers it.
                     SseBody::new(events, request_id.to_string(), docs_base)
                         .endpoint(chat.endpoint)
+                        .outcome(outcome)
                         .report_usage(reporter, chat.asks_usage_for_client())
                         .into_response(status)
                         .map(Body::new)

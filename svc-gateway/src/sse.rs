@@ -31,6 +31,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::{Body, Frame};
 
+use crate::access_log::StreamOutcome;
 use crate::provider::{EventStream, ProviderError};
 use crate::request::Endpoint;
 use crate::session::Usage;
@@ -50,6 +51,8 @@ pub struct SseBody {
     docs_base: Option<Arc<str>>,
     /// The route the client called: the protocol a failure is told in.
     endpoint: Endpoint,
+    /// Where a failure's code goes for the access log.
+    outcome: Option<StreamOutcome>,
     /// Events passed on, counted on the Responses route only (its events are numbered).
     sent_events: u64,
     /// What came after the last event boundary: not sent yet.
@@ -81,6 +84,7 @@ impl SseBody {
             request_id,
             docs_base,
             endpoint: Endpoint::ChatCompletions,
+            outcome: None,
             sent_events: 0,
             unfinished: BytesMut::new(),
             reporter: None,
@@ -94,6 +98,12 @@ impl SseBody {
     /// completions' until set).
     pub fn endpoint(mut self, endpoint: Endpoint) -> SseBody {
         self.endpoint = endpoint;
+        self
+    }
+
+    /// Tells a failure's code to the access log through `outcome`.
+    pub fn outcome(mut self, outcome: Option<StreamOutcome>) -> SseBody {
+        self.outcome = outcome;
         self
     }
 
@@ -163,9 +173,13 @@ impl SseBody {
     }
 
     fn error_event(&self, error: &ProviderError) -> Bytes {
+        let error = error.to_api_error();
+        if let Some(outcome) = &self.outcome {
+            outcome.failed(error.code().as_str());
+        }
         crate::stream_error::events(
             self.endpoint,
-            &error.to_api_error(),
+            &error,
             &self.request_id,
             self.docs_base.as_deref(),
             self.sent_events,

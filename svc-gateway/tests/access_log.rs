@@ -11,8 +11,8 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 use support::logs::LoggedGateway;
 use support::{
-    LIVE_MODEL, PROVIDER_KEY, Reply, Script, Upstream, World, auth, client, completion, json_body,
-    send,
+    LIVE_MODEL, PROVIDER_KEY, Reply, Script, Upstream, World, auth, chunk, client, completion,
+    json_body, send,
 };
 
 /// The body limit the gateway runs with: small, so a 413 is cheap to provoke.
@@ -25,8 +25,18 @@ const SECRET_PATH: &str = "/v1/no-such-route-SECRETPATH";
 
 /// The gateway binary in live mode in front of `world`'s auth and a fake upstream.
 async fn gateway(world: &World, extra: &[(&str, &str)]) -> (LoggedGateway, Upstream) {
+    let script = Script::Json(200, completion("fine"), vec![]);
+    gateway_with(world, script, extra).await
+}
+
+/// As [`gateway`], the upstream answering `script`.
+async fn gateway_with(
+    world: &World,
+    script: Script,
+    extra: &[(&str, &str)],
+) -> (LoggedGateway, Upstream) {
     let auth_addr = auth::start(world).await.to_string();
-    let upstream = Upstream::start(Script::Json(200, completion("fine"), vec![])).await;
+    let upstream = Upstream::start(script).await;
     let base_url = upstream.base_url();
     let (redis, prefix) = (svc_testkit::redis_url(), svc_testkit::redis_prefix());
     let (max_body, rpm) = (MAX_BODY.to_string(), RPM.to_string());
@@ -169,6 +179,39 @@ async fn every_request_has_one_line_and_none_carries_a_secret() {
     ] {
         assert!(!logs.contains(secret), "{secret} reached the logs:\n{logs}");
     }
+}
+
+#[tokio::test]
+async fn a_broken_stream_keeps_its_status_and_names_the_code_it_ended_with() {
+    let world = World::random();
+    // The upstream sends one chunk and stalls: the provider timeout ends the stream.
+    let script = Script::Stream {
+        before: vec![chunk("Hel")],
+        after: vec![chunk("never sent")],
+        fail: false,
+    };
+    let (gateway, _upstream) =
+        gateway_with(&world, script, &[("SVC_PROVIDER_TIMEOUT", "300ms")]).await;
+    let body = json!({"model": LIVE_MODEL, "stream": true,
+        "messages": [{"role": "user", "content": SECRET_CONTENT}]});
+    let http = client();
+    let reply = send(&http, chat(&gateway.base, &world, &world.chat_token, &body)).await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        String::from_utf8_lossy(&reply.body).contains("PROVIDER_TIMEOUT"),
+        "{:?}",
+        reply.body
+    );
+    let fields = line_of(&gateway, &reply).await;
+    assert_eq!(fields["status"], 200, "{fields}");
+    assert_eq!(fields["stream"], true, "{fields}");
+    assert_eq!(fields["stream_error"], "PROVIDER_TIMEOUT", "{fields}");
+    assert_eq!(fields["upstream_status"], 200, "{fields}");
+    assert!(fields.get("code").is_none(), "{fields}");
+    assert!(
+        fields["duration_ms"].as_f64() >= Some(300.0),
+        "the whole stream: {fields}"
+    );
 }
 
 #[tokio::test]
