@@ -41,7 +41,7 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use svc_tower::context::OrgContext;
-use svc_tower::error::ApiError;
+use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::request_id::RequestId;
 use tower::{Layer, Service};
 
@@ -261,11 +261,7 @@ impl Drop for OnPanic<'_> {
         if std::thread::panicking()
             && let Some(line) = self.0.as_mut()
         {
-            line.answer = Some(Answer {
-                status: 500,
-                code: Some("INTERNAL_ERROR".to_owned()),
-                ..Answer::default()
-            });
+            line.answer = Some(Answer::panicked());
         }
     }
 }
@@ -329,6 +325,17 @@ struct Answer {
     upstream: Option<UpstreamFacts>,
 }
 
+impl Answer {
+    /// What the envelope answers a panic with.
+    fn panicked() -> Answer {
+        Answer {
+            status: 500,
+            code: Some(ErrorCode::InternalError.as_str().to_owned()),
+            ..Answer::default()
+        }
+    }
+}
+
 impl Line {
     fn start<B>(request: &Request<B>) -> Line {
         let extensions = request.extensions();
@@ -361,10 +368,17 @@ impl Line {
 
 impl Drop for Line {
     fn drop(&mut self) {
-        let answer = self.answer.take().unwrap_or(Answer {
-            status: CLIENT_CLOSED,
-            ..Answer::default()
-        });
+        let answer = self
+            .answer
+            .take()
+            .unwrap_or_else(|| match std::thread::panicking() {
+                // A panic in the handler's `call`, unwinding through here.
+                true => Answer::panicked(),
+                false => Answer {
+                    status: CLIENT_CLOSED,
+                    ..Answer::default()
+                },
+            });
         let org = answer.org.as_ref();
         let call = answer.call.as_ref();
         let upstream = answer.upstream.as_ref();
