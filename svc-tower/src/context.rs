@@ -5,6 +5,7 @@
 //! (rate limits, idempotency keys, handlers) reads the org from here, never from the request.
 
 use std::fmt;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -36,10 +37,12 @@ impl Permissions {
     pub const USER_MANAGE: Permissions = Permissions(1 << 8);
     /// `ListAuditEvents`.
     pub const AUDIT_READ: Permissions = Permissions(1 << 9);
+    /// The MCP routes: `POST`, `GET`, `DELETE /mcp/{server}`.
+    pub const MCP_TOOLS: Permissions = Permissions(1 << 11);
     /// No permission at all.
     pub const NONE: Permissions = Permissions(0);
     /// Every permission this version knows.
-    pub const ALL_KNOWN: Permissions = Permissions((1 << 10) - 1);
+    pub const ALL_KNOWN: Permissions = Permissions(((1 << 10) - 1) | (1 << 11));
 
     /// The bitmap as it travels on the wire.
     pub const fn from_bits(bits: i64) -> Permissions {
@@ -105,12 +108,14 @@ pub struct TokenLimits {
 /// org. PatAuth puts it on the request when its validator answers one (see
 /// `PatAuthLayer::prefetch_agent`); AgentCheck then decides from it instead of asking its own
 /// validator. Only server-side code can insert an extension, so a client cannot forge one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentVerdict {
     /// The agent asked about.
     pub agent_id: Uuid,
     /// Its standing in the token's org.
     pub standing: AgentStanding,
+    /// The agent's tool grants (`server/tool` or `server/*`); empty when it has none.
+    pub tools: Arc<[String]>,
 }
 
 /// An agent's standing in an org.

@@ -25,6 +25,9 @@ pub(super) async fn get_usage<S: Store>(
         Ok(v1::UsageGroupBy::Agent) => UsageGroup::Agent,
         Ok(v1::UsageGroupBy::Model) => UsageGroup::Model,
         Ok(v1::UsageGroupBy::Day) => UsageGroup::Day,
+        Ok(v1::UsageGroupBy::Tool) => {
+            return Err(Status::unimplemented("group_by tool is not served yet"));
+        }
         Err(_) => return Err(Status::invalid_argument("group_by is not a known grouping")),
     };
     let start = optional_time("start_time", req.start_time)?;
@@ -59,6 +62,7 @@ pub(super) async fn get_usage<S: Store>(
                 requests: row.requests,
                 prompt_tokens: row.prompt_tokens,
                 completion_tokens: row.completion_tokens,
+                outcomes: Default::default(),
             })
             .collect(),
         next_page_token,

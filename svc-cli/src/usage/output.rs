@@ -12,6 +12,7 @@ fn group_name(by: UsageGroupBy) -> &'static str {
         UsageGroupBy::Agent => "agent",
         UsageGroupBy::Model => "model",
         UsageGroupBy::Day => "day",
+        UsageGroupBy::Tool => "tool",
         UsageGroupBy::Token | UsageGroupBy::Unspecified => "token",
     }
 }

@@ -19,7 +19,7 @@ mod metrics;
 pub mod mock;
 mod registry;
 pub mod system_turns;
-mod transport;
+pub(crate) mod transport;
 
 use std::pin::Pin;
 

@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
-use super::agent_moves::{AgentStatements, move_agent, stored_status};
+use super::agent_moves::{AgentStatements, move_agent, set_tools, stored_status};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::revocation;
@@ -291,6 +291,19 @@ impl Store for PgStore {
     ) -> Result<Option<AgentDetail>, StoreError> {
         self.in_tenant(org_id, |tx| {
             Box::pin(move_agent(tx, org_id, agent_id, status, reason, audit))
+        })
+        .await
+    }
+
+    async fn set_agent_tools(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: Vec<String>,
+        audit: AuditEntry,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(set_tools(tx, org_id, agent_id, tools, audit))
         })
         .await
     }

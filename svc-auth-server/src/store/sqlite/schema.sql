@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS agents (
     -- version 4.
     updated_at    INTEGER NOT NULL DEFAULT 0,
     status_reason TEXT CHECK (length(status_reason) <= 256),
+    -- The MCP tool grants, one space between patterns; added in schema version 5.
+    tools         TEXT NOT NULL DEFAULT '' CHECK (length(tools) <= 65536),
     -- Target of the tokens' composite key: a token can only bind an agent of its own org.
     UNIQUE (org_id, agent_id)
 ) STRICT;
