@@ -435,6 +435,7 @@ impl Gateway {
             servers: self.mcp.clone(),
             sessions: self.mcp_sessions(),
             metrics: self.mcp_metrics.clone(),
+            ledger: self.ledger.clone(),
             max_body: config.max_request_body_bytes,
         })
         .route_layer(

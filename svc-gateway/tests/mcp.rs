@@ -24,6 +24,7 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 use support::stack::Stack;
 use support::{Reply, Script, assert_envelope, client, completion, send};
+use svc_proto::v1::UsageGroupBy;
 use svc_testkit::TempDir;
 use upstream::McpServer;
 
@@ -44,7 +45,8 @@ fn registry(dir: &Path, server: &McpServer) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// A gateway replica with the MCP server registered, sessions in the stack's Redis.
+/// A gateway replica with the MCP server registered, sessions in the stack's Redis, the
+/// ledger in its database.
 async fn replica(stack: &Stack, providers: &str) -> svc_gateway::Running {
     let redis = svc_testkit::redis_url();
     let vars = [
@@ -52,6 +54,7 @@ async fn replica(stack: &Stack, providers: &str) -> svc_gateway::Running {
         ("MCP_TEST_UPSTREAM_AUTH", UPSTREAM_AUTH),
         ("REDIS_URL", redis.as_str()),
         ("SVC_REDIS_KEY_PREFIX", stack.redis_prefix.as_str()),
+        ("POSTGRES_DSN", stack.db.url()),
     ];
     support::start(support::config(stack.auth_proxy.addr(), &vars)).await
 }
@@ -217,6 +220,29 @@ async fn the_official_sdks_reach_granted_tools_only_through_two_replicas() {
     // Every tool call counted once, across the replicas.
     assert_eq!(tool_calls(&[&a, &b], "ok").await, 3);
     assert_eq!(tool_calls(&[&a, &b], "denied").await, 1);
+    // And recorded in the ledger: GetUsage by tool counts exactly the calls made.
+    let expected = json!({
+        "srv/add": [2, {"ok": 1, "error": 0, "denied": 1}],
+        "srv/count": [1, {"ok": 1, "error": 0, "denied": 0}],
+        "srv/echo": [1, {"ok": 1, "error": 0, "denied": 0}],
+    });
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let usage = stack
+            .usage("", UsageGroupBy::Tool, 50, String::new())
+            .await
+            .expect("GetUsage by tool");
+        let seen: serde_json::Map<String, Value> = usage
+            .groups
+            .iter()
+            .map(|g| (g.key.clone(), json!([g.requests, g.outcomes])))
+            .collect();
+        if Value::Object(seen.clone()) == expected {
+            break;
+        }
+        assert!(Instant::now() < until, "usage by tool: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A session opened on A continues on B; another org's token with its id is 404.
     let opened = send(&http, mcp_post(&a, token, &agent_id, None, &initialize())).await;

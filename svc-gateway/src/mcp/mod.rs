@@ -12,7 +12,9 @@
 //!   error -32602, as for a tool that does not exist;
 //! - the server's `Mcp-Session-Id` stays with the gateway: the client holds an id the gateway
 //!   minted under its org ([`sessions`]), so any replica continues the session;
-//! - every tool call is counted in `svc_mcp_tool_calls_total{server, outcome}`.
+//! - every tool call (org, agent, token, server, tool, outcome, duration; never arguments or
+//!   results) goes to the usage ledger's bounded writer and is counted in
+//!   `svc_mcp_tool_calls_total{server, outcome}`.
 
 pub mod grants;
 pub mod messages;
@@ -148,6 +150,8 @@ pub(crate) struct McpState {
     pub(crate) servers: McpServers,
     pub(crate) sessions: SessionMap,
     pub(crate) metrics: McpMetrics,
+    /// Where each tool call is recorded, when the gateway keeps a ledger.
+    pub(crate) ledger: Option<crate::ledger::Ledger>,
     pub(crate) max_body: usize,
 }
 

@@ -20,6 +20,8 @@ use super::messages::{self, Ask, Outcome};
 use super::sessions::McpSession;
 use super::sse::{Events, OnEvent};
 use super::{MCP_SESSION_ID, McpMetrics, McpState, Upstream};
+use crate::ledger::{Ledger, UsageRecord};
+use svc_runtime::usage::ToolCall;
 
 /// The transport's protocol version header, passed on.
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -43,6 +45,8 @@ pub(crate) async fn handle(
 /// Who is asking, as the stack before the handler established it.
 struct Caller {
     org: Uuid,
+    token: Uuid,
+    agent: Option<Uuid>,
     grants: Grants,
 }
 
@@ -62,6 +66,8 @@ fn caller(request: &Request) -> Result<Caller, ApiError> {
         .unwrap_or_default();
     Ok(Caller {
         org: context.org_id,
+        token: context.token_id,
+        agent: context.agent_id,
         grants,
     })
 }
@@ -109,7 +115,13 @@ async fn proxy(state: &McpState, server: &str, request: Request) -> Result<Respo
         Ask::CallTool { id, tool } => {
             let call = Recorder {
                 metrics: state.metrics.clone(),
+                ledger: state.ledger.clone(),
                 server: server.to_owned(),
+                tool: format!("{server}/{tool}"),
+                org: caller.org,
+                token: caller.token,
+                agent: caller.agent,
+                at: chrono::Utc::now(),
                 started,
             };
             if !caller.grants.allows(server, tool) {
@@ -284,22 +296,50 @@ fn json_answer(message: &Value) -> Response {
         .unwrap_or_default()
 }
 
-/// Counts one tool call once its outcome is known.
+/// Records one tool call once its outcome is known: the ledger and the metric.
 struct Recorder {
     metrics: McpMetrics,
+    ledger: Option<Ledger>,
     server: String,
+    /// `server/tool`.
+    tool: String,
+    org: Uuid,
+    token: Uuid,
+    agent: Option<Uuid>,
+    at: chrono::DateTime<chrono::Utc>,
     started: Instant,
 }
 
 impl Recorder {
     fn record(self, outcome: Outcome) {
         self.metrics.count(&self.server, outcome);
+        let latency_ms = u32::try_from(self.started.elapsed().as_millis()).unwrap_or(u32::MAX);
         tracing::debug!(
             server = %self.server,
             outcome = outcome.as_str(),
-            duration_ms = self.started.elapsed().as_millis() as u64,
+            latency_ms,
             "MCP tool call"
         );
+        let Some(ledger) = self.ledger else {
+            return;
+        };
+        ledger.record(UsageRecord {
+            record_id: Uuid::now_v7(),
+            org_id: self.org,
+            token_id: self.token,
+            agent_id: self.agent,
+            model: String::new(),
+            provider: self.server,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            status: if outcome == Outcome::Denied { 403 } else { 200 },
+            latency_ms,
+            at: self.at,
+            tool: Some(ToolCall {
+                tool: self.tool,
+                outcome: outcome.as_str(),
+            }),
+        });
     }
 }
 

@@ -393,18 +393,23 @@ impl Store for PgStore {
                     UsageGroup::Agent => "COALESCE(agent_id::text, '')",
                     UsageGroup::Model => "model",
                     UsageGroup::Day => "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+                    UsageGroup::Tool => "tool",
                 };
                 let mut tx = self.tenant(org_id).await?;
-                let rows: Vec<UsageTotals> =
-                    sqlx::query_as(&super::usage::totals_sql(key, '$', "COLLATE \"C\""))
-                        .bind(org_id)
-                        .bind(query.start)
-                        .bind(query.end)
-                        .bind(query.after.as_deref())
-                        .bind(i64::from(query.limit))
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(map_error)?;
+                let rows: Vec<UsageTotals> = sqlx::query_as(&super::usage::totals_sql(
+                    query.group,
+                    key,
+                    '$',
+                    "COLLATE \"C\"",
+                ))
+                .bind(org_id)
+                .bind(query.start)
+                .bind(query.end)
+                .bind(query.after.as_deref())
+                .bind(i64::from(query.limit))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(map_error)?;
                 tx.commit().await.map_err(map_error)?;
                 Ok(rows)
             })

@@ -92,9 +92,9 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
 
 /// Columns later schema versions added, which `CREATE TABLE IF NOT EXISTS` does not add to a
 /// table an older build created: version 2 the issuer, version 3 the limits, version 4 the
-/// agents' change time and status reason, version 5 the agents' tool grants.
-/// `(table, column, definition)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
+/// agents' change time and status reason, version 5 the agents' tool grants and the ledger's
+/// tool calls. `(table, column, definition)`.
+const ADDED_COLUMNS: [(&str, &str, &str); 8] = [
     (
         "tokens",
         "issuer_token_id",
@@ -124,6 +124,16 @@ const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
         "agents",
         "tools",
         "tools TEXT NOT NULL DEFAULT '' CHECK (length(tools) <= 65536)",
+    ),
+    (
+        "usage_ledger",
+        "tool",
+        "tool TEXT CHECK (length(tool) <= 200)",
+    ),
+    (
+        "usage_ledger",
+        "outcome",
+        "outcome TEXT CHECK (outcome IN ('ok', 'error', 'denied'))",
     ),
 ];
 

@@ -93,7 +93,11 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
     completion_tokens INTEGER NOT NULL CHECK (completion_tokens >= 0),
     status            INTEGER NOT NULL CHECK (status BETWEEN 100 AND 599),
     latency_ms        INTEGER NOT NULL CHECK (latency_ms >= 0),
-    created_at        INTEGER NOT NULL
+    created_at        INTEGER NOT NULL,
+    -- An MCP tool call's `server/tool` and outcome; NULL for a provider call. Added in schema
+    -- version 5.
+    tool              TEXT CHECK (length(tool) <= 200),
+    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied'))
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);
