@@ -127,7 +127,12 @@ mod tests {
             outcomes: [("ok".to_owned(), 2), ("denied".to_owned(), 1)].into(),
             ..UsageTotals::default()
         };
-        let human = totals(UsageGroupBy::Tool, &[group.clone()], None, Format::Human);
+        let human = totals(
+            UsageGroupBy::Tool,
+            std::slice::from_ref(&group),
+            None,
+            Format::Human,
+        );
         let lines: Vec<Vec<&str>> = human
             .lines()
             .map(|l| l.split_whitespace().collect())
