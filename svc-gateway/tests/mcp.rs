@@ -5,8 +5,9 @@
 //! headers and calls it receives. Two gateway replicas share the real Redis and run in front
 //! of the real auth server on a fresh database. The client is the official Python SDK's
 //! Streamable HTTP client session (`tests/mcp/client.py`), whose requests alternate between
-//! the replicas. The SDK is installed once into a virtualenv under the target directory
-//! (`mcp-venv`); without `python3` or a registry the test says why and passes.
+//! the replicas, and once the official TypeScript SDK (`tests/mcp/client.mjs`). The SDKs are
+//! installed once under the target directory (`mcp-venv`, `mcp-node`); without `python3`,
+//! `node` or a registry a test says why and passes.
 #![cfg(unix)]
 
 #[path = "openai_sdk/install.rs"]
@@ -300,4 +301,56 @@ async fn the_official_sdks_reach_granted_tools_only_through_two_replicas() {
     stack.set_agent_status(agent, "paused").await;
     let paused = mcp_post(&b, token, &agent_id, Some(&session), &ping(7));
     assert_envelope(&send(&http, paused).await, 403, "AGENT_SUSPENDED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_typescript_sdk_reaches_granted_tools_only() {
+    let sdks = tokio::task::spawn_blocking(|| {
+        Ok::<_, install::Skip>((upstream::sdk_python()?, upstream::node_sdk_prefix()?))
+    })
+    .await
+    .unwrap();
+    let (python, prefix) = match sdks {
+        Ok(sdks) => sdks,
+        Err(why) => {
+            println!("skipped: the MCP SDKs cannot run: {why}");
+            return;
+        }
+    };
+    let server = McpServer::start(&python).await;
+    let stack = Stack::start(Script::Json(200, completion("hi"), vec![])).await;
+    let dir = TempDir::create();
+    let gateway = replica(&stack, &registry(dir.path(), &server)).await;
+    let agent = stack.agent("active");
+    stack.set_agent_tools(agent, &["srv/echo"]).await;
+    let config = json!({
+        "prefix": prefix,
+        "url": format!("{}/mcp/srv", gateway.url()),
+        "token": stack.seed.chat_token,
+        "agent_id": agent.to_string(),
+    });
+    let script = format!("{}/tests/mcp/client.mjs", env!("CARGO_MANIFEST_DIR"));
+    let out = install::run_json(
+        Path::new("node"),
+        &[script],
+        &config,
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(out["tools"], json!(["echo"]), "{out}");
+    assert_eq!(out["echo"], json!(["from node"]), "{out}");
+    assert_eq!(out["add_code"], -32602, "{out}");
+    assert_eq!(server.calls_of("add"), 0);
+    assert_eq!(server.calls_of("echo"), 1);
+    assert!(out["session_id"].is_string(), "{out}");
+    for request in server.requests() {
+        assert_eq!(
+            request["headers"]["authorization"], UPSTREAM_AUTH,
+            "{request}"
+        );
+        assert!(
+            request["headers"].get("x-svc-agent-id").is_none(),
+            "{request}"
+        );
+    }
 }

@@ -101,3 +101,36 @@ impl Drop for McpServer {
         let _ = self.child.wait();
     }
 }
+
+/// Where the npm prefix of the TypeScript SDK lives, under the target directory.
+const NODE_PREFIX: &str = "mcp-node";
+/// The TypeScript SDK's package.
+const NODE_SDK: &str = "@modelcontextprotocol/sdk";
+
+/// The npm prefix holding the official TypeScript SDK, made once with `npm install`.
+pub(crate) fn node_sdk_prefix() -> Result<PathBuf, Skip> {
+    for program in ["node", "npm"] {
+        if !install::installed(program) {
+            return Err(format!("{program} is not installed"));
+        }
+    }
+    let ready = |dir: &Path| {
+        let package = dir.join("node_modules").join(NODE_SDK).join("package.json");
+        install::succeeds(
+            Command::new("node")
+                .args(["-e", "require(process.argv[1])"])
+                .arg(package),
+        )
+    };
+    install::once(NODE_PREFIX, ready, |staging| {
+        let manifest = r#"{"name": "svc-mcp-node", "private": true}"#;
+        std::fs::write(staging.join("package.json"), manifest).expect("write package.json");
+        install::install_step(
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--fetch-retries=1"])
+                .arg(NODE_SDK)
+                .current_dir(staging),
+            &format!("npm install {NODE_SDK}"),
+        )
+    })
+}
