@@ -121,7 +121,7 @@ async fn the_official_sdks_reach_granted_tools_only_through_two_replicas() {
             return;
         }
     };
-    let server = McpServer::start(&python).await;
+    let server = McpServer::start(&python, false).await;
     let stack = Stack::start(Script::Json(200, completion("hi"), vec![])).await;
     let dir = TempDir::create();
     let providers = registry(dir.path(), &server);
@@ -304,7 +304,7 @@ async fn the_official_sdks_reach_granted_tools_only_through_two_replicas() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_typescript_sdk_reaches_granted_tools_only() {
+async fn the_official_typescript_sdk_reaches_granted_tools_only_from_a_json_server() {
     let sdks = tokio::task::spawn_blocking(|| {
         Ok::<_, install::Skip>((upstream::sdk_python()?, upstream::node_sdk_prefix()?))
     })
@@ -317,7 +317,8 @@ async fn the_official_typescript_sdk_reaches_granted_tools_only() {
             return;
         }
     };
-    let server = McpServer::start(&python).await;
+    // This server answers with JSON, not event streams: filtering and outcomes read it whole.
+    let server = McpServer::start(&python, true).await;
     let stack = Stack::start(Script::Json(200, completion("hi"), vec![])).await;
     let dir = TempDir::create();
     let gateway = replica(&stack, &registry(dir.path(), &server)).await;
@@ -343,6 +344,9 @@ async fn the_official_typescript_sdk_reaches_granted_tools_only() {
     assert_eq!(server.calls_of("add"), 0);
     assert_eq!(server.calls_of("echo"), 1);
     assert!(out["session_id"].is_string(), "{out}");
+    // The outcome of a call answered with JSON is read from the whole answer.
+    assert_eq!(tool_calls(&[&gateway], "ok").await, 1);
+    assert_eq!(tool_calls(&[&gateway], "denied").await, 1);
     for request in server.requests() {
         assert_eq!(
             request["headers"]["authorization"], UPSTREAM_AUTH,

@@ -2,7 +2,8 @@
 
 Run as `server.py CONFIG.json`; the config names `ready` (where the port is written once the
 socket listens) and `log` (one JSON line per HTTP request: method, headers, and the JSON-RPC
-methods and tool names of its body). Tools: `echo`, `add`, and `count`, which reports progress
+methods and tool names of its body), and with `json_response` the server answers POSTs with
+JSON instead of event streams. Tools: `echo`, `add`, and `count`, which reports progress
 before it answers.
 """
 
@@ -17,7 +18,12 @@ from mcp.server.fastmcp import Context, FastMCP
 config = json.load(open(sys.argv[1]))
 log = open(config["log"], "a", buffering=1)
 
-mcp = FastMCP("svc-test", host="127.0.0.1", log_level="WARNING")
+mcp = FastMCP(
+    "svc-test",
+    host="127.0.0.1",
+    log_level="WARNING",
+    json_response=bool(config.get("json_response")),
+)
 
 
 @mcp.tool()

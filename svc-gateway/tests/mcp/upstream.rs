@@ -32,13 +32,18 @@ pub(crate) struct McpServer {
 }
 
 impl McpServer {
-    /// Starts `server.py` with `python` and waits (bounded) until it listens.
-    pub(crate) async fn start(python: &Path) -> McpServer {
+    /// Starts `server.py` with `python` and waits (bounded) until it listens; with
+    /// `json_response` it answers POSTs with JSON, else with event streams.
+    pub(crate) async fn start(python: &Path, json_response: bool) -> McpServer {
         let dir = TempDir::create();
         let ready = dir.path().join("ready");
         let log = dir.path().join("requests.jsonl");
         let config = dir.path().join("server.json");
-        std::fs::write(&config, json!({"ready": ready, "log": log}).to_string()).unwrap();
+        std::fs::write(
+            &config,
+            json!({"ready": ready, "log": log, "json_response": json_response}).to_string(),
+        )
+        .unwrap();
         let script = format!("{}/tests/mcp/server.py", env!("CARGO_MANIFEST_DIR"));
         let stderr = std::fs::File::create(dir.path().join("stderr.txt")).unwrap();
         let mut command = Command::new(python);
