@@ -358,3 +358,31 @@ async fn the_official_typescript_sdk_reaches_granted_tools_only_from_a_json_serv
         );
     }
 }
+
+#[test]
+fn a_bad_mcp_server_entry_stops_the_binary_with_one_line() {
+    let dir = TempDir::create();
+    let path = dir.path().join("providers.toml");
+    std::fs::write(
+        &path,
+        "[[providers]]\nname = \"m\"\nkind = \"mock\"\n[[models]]\nname = \"x\"\n\
+         targets = [\"m\"]\n[[mcp_servers]]\nname = \"github\"\nurl = \"https://mcp.example/mcp\"\n\
+         headers_env = { \"Authorization\" = \"GITHUB_MCP_AUTH\" }\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_svc-gateway"))
+        .env_clear()
+        .env("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091")
+        .env("SVC_PROVIDERS_FILE", &path)
+        .output()
+        .expect("run the binary");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: SVC_PROVIDERS_FILE: {}: mcp_servers[0]: headers_env: GITHUB_MCP_AUTH is not set",
+            path.display()
+        )
+    );
+}
