@@ -41,6 +41,7 @@
 mod address;
 mod conn;
 mod progress_io;
+pub mod stalls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
