@@ -1,5 +1,6 @@
 //! `svc-harness` refuses what it cannot run, before starting anything: exit status 2 and a
-//! line saying why. `--env NAME=VALUE` is accepted; a value without `=` is not.
+//! line saying why. `--env NAME=VALUE` is accepted; a value without `=` is not. Every bench
+//! binary answers `--help` and `--version` with 0 and refuses an unknown flag with 2.
 
 use std::process::Command;
 
@@ -48,4 +49,43 @@ fn an_unknown_argument_is_refused() {
         stderr.contains(r#"unknown argument "--threads""#),
         "{stderr}"
     );
+}
+
+#[test]
+fn every_bench_binary_answers_help_and_version_and_refuses_an_unknown_flag() {
+    let binaries = [
+        ("svc-harness", env!("CARGO_BIN_EXE_svc-harness")),
+        ("svc-soak", env!("CARGO_BIN_EXE_svc-soak")),
+        ("svc-load", env!("CARGO_BIN_EXE_svc-load")),
+    ];
+    for (name, bin) in binaries {
+        let output = Command::new(bin).arg("--help").output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{name}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.contains(&format!("usage: {name}")),
+            "{name}: {stdout}"
+        );
+        // The variables it reads, declared with the flags they stand for.
+        assert!(stdout.contains("SVC_TEST_POSTGRES_URL"), "{name}: {stdout}");
+        assert!(stdout.contains("REDIS_URL"), "{name}: {stdout}");
+
+        let output = Command::new(bin).arg("--version").output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{name}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            stdout.trim(),
+            format!("{name} {}", env!("CARGO_PKG_VERSION"))
+        );
+
+        let output = Command::new(bin).arg("--fast").output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
+        assert!(
+            stderr.starts_with(r#"error: unknown argument "--fast""#),
+            "{name}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{name}");
+    }
 }

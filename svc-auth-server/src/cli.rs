@@ -1,15 +1,18 @@
 //! The `svc-auth-server` command line: `serve` (the default), `migrate`, `bootstrap` and
 //! `seed`.
 //!
-//! Every failure is one line on stderr, `error: ...`. Exit codes: 0 success, 1 a runtime
-//! failure (database unreachable, not migrated, refused), 2 bad usage or configuration.
+//! Every failure is one line on stderr, `error: ...`. Exit codes: 0 success (and `--help`,
+//! `--version`), 1 a runtime failure (database unreachable, not migrated, refused), 2 bad usage
+//! or configuration. `--help` lists every variable the server reads ([`EVERY_VARIABLE`]).
 
 use std::error::Error;
 use std::process::ExitCode;
 
+use clap::{Args, Parser, Subcommand};
 use uuid::Uuid;
 
 use svc_runtime::Secret;
+use svc_runtime::cli::{HELP_TEMPLATE, environment_help};
 use svc_runtime::config::{EXIT_CONFIG, Environment, Vars};
 use svc_runtime::error_report;
 use svc_runtime::shutdown::shutdown_signal;
@@ -17,22 +20,68 @@ use svc_runtime::telemetry;
 use svc_runtime::telemetry::otel::TraceExport;
 
 use crate::bootstrap::BootstrapTarget;
-use crate::config::{Config, SVC_ENV};
+use crate::config::{Config, EVERY_VARIABLE, SVC_ENV};
 use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
 use crate::store::AgentStatus;
 
-const USAGE: &str = "\
-usage: svc-auth-server [serve]
-       svc-auth-server migrate
-       svc-auth-server bootstrap --org-name NAME | --org-id UUID
-       svc-auth-server seed [--org-id UUID] [--agent-status active|paused|suspended|archived]...
+/// `svc-auth-server`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svc-auth-server",
+    version,
+    about = "The svc identity plane: svc.auth.v1.AuthService over gRPC, and the ops routes. \
+             Configuration comes from the environment.",
+    help_template = HELP_TEMPLATE,
+    after_help = environment_help(EVERY_VARIABLE),
+)]
+struct Cli {
+    /// What to do; serve when none is named.
+    #[command(subcommand)]
+    command: Option<Subcommands>,
+}
 
-bootstrap creates an org and its first admin token (or, with --org-id, a new admin token for an
-existing org) in any environment, and prints {\"org_id\", \"token_id\", \"admin_token\"} as JSON.
-seed is for local development only.
+#[derive(Debug, Subcommand)]
+enum Subcommands {
+    /// Serve gRPC and the ops routes (the default)
+    Serve,
+    /// Apply the migrations
+    Migrate,
+    /// Create an org and its first admin token (or, with --org-id, a new admin token for an
+    /// existing org) in any environment, and print {"org_id", "token_id", "admin_token"} as JSON
+    Bootstrap(BootstrapArgs),
+    /// Create development data and print it as JSON; for local development only
+    Seed(SeedArgs),
+}
 
-Configuration comes from the environment (POSTGRES_DSN, SVC_PORT, SVC_GRPC_PORT, SVC_ENV, ...).";
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct BootstrapArgs {
+    /// Create an org of this name
+    #[arg(long, value_name = "NAME")]
+    org_name: Option<String>,
+    /// A new admin token for this existing org
+    #[arg(long, value_name = "UUID", value_parser = parse_uuid)]
+    org_id: Option<Uuid>,
+}
+
+#[derive(Debug, Args)]
+struct SeedArgs {
+    /// Seed this org (created when missing) instead of a new one
+    #[arg(long, value_name = "UUID", value_parser = parse_uuid)]
+    org_id: Option<Uuid>,
+    /// An agent in this status (active, paused, suspended, archived); repeatable
+    #[arg(long = "agent-status", value_name = "STATUS", value_parser = parse_status)]
+    agent_statuses: Vec<AgentStatus>,
+}
+
+fn parse_uuid(value: &str) -> Result<Uuid, String> {
+    Uuid::try_parse(value).map_err(|_| format!("invalid UUID {value:?}"))
+}
+
+fn parse_status(value: &str) -> Result<AgentStatus, String> {
+    value.parse().map_err(|error| format!("{error}"))
+}
 
 /// A subcommand and its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,85 +94,38 @@ pub enum Command {
     Bootstrap(BootstrapTarget),
     /// Create development data and print it as JSON.
     Seed(SeedOptions),
-    /// Print usage.
-    Help,
+}
+
+impl From<Option<Subcommands>> for Command {
+    fn from(command: Option<Subcommands>) -> Command {
+        match command {
+            None | Some(Subcommands::Serve) => Command::Serve,
+            Some(Subcommands::Migrate) => Command::Migrate,
+            Some(Subcommands::Bootstrap(BootstrapArgs {
+                org_name: Some(name),
+                ..
+            })) => Command::Bootstrap(BootstrapTarget::NewOrg(name)),
+            // The group requires exactly one of the two.
+            Some(Subcommands::Bootstrap(BootstrapArgs { org_id, .. })) => {
+                Command::Bootstrap(BootstrapTarget::Org(org_id.unwrap_or_default()))
+            }
+            Some(Subcommands::Seed(SeedArgs {
+                org_id,
+                agent_statuses,
+            })) => Command::Seed(SeedOptions {
+                org_id,
+                agent_statuses,
+            }),
+        }
+    }
 }
 
 /// Parses the arguments after the program name.
-pub fn parse_args(args: &[String]) -> Result<Command, String> {
-    let Some((first, rest)) = args.split_first() else {
-        return Ok(Command::Serve);
-    };
-    let no_options = |command: Command| match rest.first() {
-        None => Ok(command),
-        Some(extra) => Err(format!("unexpected argument {extra:?}")),
-    };
-    match first.as_str() {
-        "serve" => no_options(Command::Serve),
-        "migrate" => no_options(Command::Migrate),
-        "help" | "-h" | "--help" => Ok(Command::Help),
-        "seed" => parse_seed(rest).map(Command::Seed),
-        "bootstrap" => parse_bootstrap(rest).map(Command::Bootstrap),
-        other => Err(format!("unknown command {other:?}")),
-    }
-}
-
-fn parse_seed(args: &[String]) -> Result<SeedOptions, String> {
-    let mut options = SeedOptions::default();
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag, Some(value.to_owned())),
-            None => (arg.as_str(), None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next().cloned())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        match flag {
-            "--org-id" => {
-                let value = value()?;
-                let org_id = Uuid::try_parse(&value)
-                    .map_err(|_| format!("--org-id: invalid UUID {value:?}"))?;
-                options.org_id = Some(org_id);
-            }
-            "--agent-status" => {
-                let status: AgentStatus = value()?
-                    .parse()
-                    .map_err(|e| format!("--agent-status: {e}"))?;
-                options.agent_statuses.push(status);
-            }
-            other => return Err(format!("unknown seed option {other:?}")),
-        }
-    }
-    Ok(options)
-}
-
-fn parse_bootstrap(args: &[String]) -> Result<BootstrapTarget, String> {
-    let mut target = None;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag, Some(value.to_owned())),
-            None => (arg.as_str(), None),
-        };
-        let value = inline
-            .or_else(|| args.next().cloned())
-            .ok_or_else(|| format!("{flag} needs a value"))?;
-        let next = match flag {
-            "--org-name" => BootstrapTarget::NewOrg(value),
-            "--org-id" => BootstrapTarget::Org(
-                Uuid::try_parse(&value).map_err(|_| format!("--org-id: invalid UUID {value:?}"))?,
-            ),
-            other => return Err(format!("unknown bootstrap option {other:?}")),
-        };
-        if target.replace(next).is_some() {
-            return Err("bootstrap takes one of --org-name and --org-id".to_owned());
-        }
-    }
-    target.ok_or_else(|| "bootstrap needs --org-name NAME or --org-id UUID".to_owned())
+pub fn parse_args(args: &[String]) -> Result<Command, clap::Error> {
+    let cli = Cli::try_parse_from(
+        std::iter::once("svc-auth-server").chain(args.iter().map(String::as_str)),
+    )?;
+    Ok(cli.command.into())
 }
 
 /// `error: cause: cause`, one line.
@@ -158,17 +160,8 @@ pub fn main() -> ExitCode {
 /// Runs the program with explicit arguments (after the program name) and environment.
 pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     let command = match parse_args(args) {
-        Ok(Command::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
         Ok(command) => command,
-        Err(problem) => {
-            return fail(
-                EXIT_CONFIG,
-                format_args!("{problem} (see svc-auth-server --help)"),
-            );
-        }
+        Err(error) => return svc_runtime::cli::refuse(&error),
     };
     // Seed's production refusal comes first: the serving rules checked below (TLS, log
     // format) are not what should stop a development tool pointed at production.
@@ -228,7 +221,6 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
             Command::Migrate => migrate(config).await,
             Command::Seed(options) => seed(config, options).await,
             Command::Bootstrap(target) => bootstrap(config, target).await,
-            Command::Help => ExitCode::SUCCESS,
         };
         if let Some(traces) = traces {
             traces.shutdown().await;
@@ -313,10 +305,13 @@ mod tests {
 
     #[test]
     fn commands_parse() {
-        assert_eq!(parse_args(&[]), Ok(Command::Serve));
-        assert_eq!(parse_args(&args(&["serve"])), Ok(Command::Serve));
-        assert_eq!(parse_args(&args(&["migrate"])), Ok(Command::Migrate));
-        assert_eq!(parse_args(&args(&["--help"])), Ok(Command::Help));
+        assert_eq!(parse_args(&[]).unwrap(), Command::Serve);
+        assert_eq!(parse_args(&args(&["serve"])).unwrap(), Command::Serve);
+        assert_eq!(parse_args(&args(&["migrate"])).unwrap(), Command::Migrate);
+        for shown in ["--help", "-h", "help", "--version", "-V"] {
+            let error = parse_args(&args(&[shown])).unwrap_err();
+            assert!(!error.use_stderr(), "{shown}");
+        }
         assert!(parse_args(&args(&["serve", "now"])).is_err());
         assert!(parse_args(&args(&["destroy"])).is_err());
     }
@@ -325,12 +320,12 @@ mod tests {
     fn bootstrap_options_parse() {
         let org = Uuid::new_v4();
         assert_eq!(
-            parse_args(&args(&["bootstrap", "--org-name", "Acme"])),
-            Ok(Command::Bootstrap(BootstrapTarget::NewOrg("Acme".into())))
+            parse_args(&args(&["bootstrap", "--org-name", "Acme"])).unwrap(),
+            Command::Bootstrap(BootstrapTarget::NewOrg("Acme".into()))
         );
         assert_eq!(
-            parse_args(&args(&["bootstrap", &format!("--org-id={org}")])),
-            Ok(Command::Bootstrap(BootstrapTarget::Org(org)))
+            parse_args(&args(&["bootstrap", &format!("--org-id={org}")])).unwrap(),
+            Command::Bootstrap(BootstrapTarget::Org(org))
         );
         for bad in [
             &["bootstrap"][..],
@@ -355,15 +350,15 @@ mod tests {
             "--agent-status=suspended",
         ]));
         assert_eq!(
-            parsed,
-            Ok(Command::Seed(SeedOptions {
+            parsed.unwrap(),
+            Command::Seed(SeedOptions {
                 org_id: Some(org),
                 agent_statuses: vec![AgentStatus::Active, AgentStatus::Suspended],
-            }))
+            })
         );
         assert_eq!(
-            parse_args(&args(&["seed"])),
-            Ok(Command::Seed(SeedOptions::default()))
+            parse_args(&args(&["seed"])).unwrap(),
+            Command::Seed(SeedOptions::default())
         );
         for bad in [
             &["seed", "--org-id"][..],

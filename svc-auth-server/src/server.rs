@@ -176,6 +176,8 @@ impl Server {
         );
         let grpc = tokio::spawn(
             builder
+                // Outermost, so the bodies it watches are the ones hyper sees.
+                .layer(crate::incoming::StallLayer)
                 .layer(ReportLayer::new(config.sentry_dsn.is_some()))
                 .add_service(auth)
                 .add_service(health_service)

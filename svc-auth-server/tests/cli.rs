@@ -108,6 +108,38 @@ async fn bad_usage_exits_2() {
 }
 
 #[tokio::test]
+async fn help_and_version_exit_0_and_an_unknown_flag_exits_2() {
+    for help in [&["--help"][..], &["-h"], &["help"], &["seed", "--help"]] {
+        let outcome = run(help, &[]).await;
+        assert_eq!(outcome.code, Some(0), "{help:?}: {}", outcome.stderr);
+        assert!(outcome.stdout.contains("svc-auth-server"), "{help:?}");
+        assert!(outcome.stderr.is_empty(), "{help:?}: {}", outcome.stderr);
+    }
+    // The help lists the variables the server reads.
+    let help = run(&["--help"], &[]).await.stdout;
+    for variable in [
+        "POSTGRES_DSN",
+        "SVC_GRPC_PORT",
+        "SVC_WRITE_TIMEOUT",
+        "SVC_LOG_LEVEL",
+    ] {
+        assert!(help.contains(variable), "{variable} missing from:\n{help}");
+    }
+    let outcome = run(&["--version"], &[]).await;
+    assert_eq!(outcome.code, Some(0));
+    assert_eq!(
+        outcome.stdout.trim(),
+        concat!("svc-auth-server ", env!("CARGO_PKG_VERSION"))
+    );
+    for unknown in [&["--fast"][..], &["migrate", "--fast"]] {
+        let outcome = run(unknown, &[]).await;
+        assert_eq!(outcome.code, Some(2), "{unknown:?}");
+        assert_one_error_line(&outcome, r#"error: unknown argument "--fast""#);
+        assert!(outcome.stdout.is_empty());
+    }
+}
+
+#[tokio::test]
 async fn serve_refuses_an_unmigrated_database() {
     let db = TestDb::create().await;
     let outcome = run(

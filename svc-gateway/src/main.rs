@@ -1,13 +1,39 @@
 //! `svc-gateway`: reads the environment, serves until SIGINT or SIGTERM.
 
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
 use svc_gateway::Gateway;
-use svc_gateway::config::{Config, EXIT_CONFIG};
+use svc_gateway::config::{Config, EVERY_VARIABLE, EXIT_CONFIG};
+use svc_runtime::cli::{HELP_TEMPLATE, environment_help};
+
+/// `svc-gateway`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svc-gateway",
+    version,
+    about = "The svc LLM gateway: serves the OpenAI- and Anthropic-compatible routes until \
+             SIGINT or SIGTERM. Configuration comes from the environment.",
+    help_template = HELP_TEMPLATE,
+    after_help = environment_help(EVERY_VARIABLE),
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Moved to `svc dev`.
+    #[command(hide = true)]
+    Dev {
+        #[arg(hide = true, num_args = 0.., allow_hyphen_values = true, trailing_var_arg = true)]
+        _rest: Vec<OsString>,
+    },
+}
 
 fn main() {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|command| command == "dev")
-    {
+    if let Some(Command::Dev { .. }) = svc_runtime::cli::parse::<Cli>().command {
         // The all-in-one development mode lives in the `svc` command, which links the auth
         // server; this binary does not.
         eprintln!("error: dev mode moved to `svc dev` (cargo run -p svc-cli -- dev)");

@@ -15,6 +15,52 @@ use support::{
 const BIN: &str = env!("CARGO_BIN_EXE_svc-gateway");
 
 #[test]
+fn help_and_version_exit_0_and_an_unknown_flag_exits_2() {
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env_clear()
+            .output()
+            .expect("run the binary")
+    };
+    for help in ["--help", "-h"] {
+        let output = run(&[help]);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        assert!(stdout.contains("usage: svc-gateway"), "{stdout}");
+        // Every variable the gateway reads, from its one list.
+        for variable in [
+            "SVC_AUTH_GRPC_ADDR",
+            "SVC_PORT",
+            "SVC_WRITE_TIMEOUT",
+            "SVC_WORKER_THREADS",
+            "SVC_AUTH_FAILURES_PER_MINUTE",
+        ] {
+            assert!(
+                stdout.contains(variable),
+                "{variable} missing from:\n{stdout}"
+            );
+        }
+        assert!(output.stderr.is_empty());
+    }
+    let output = run(&["--version"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap().trim(),
+        concat!("svc-gateway ", env!("CARGO_PKG_VERSION"))
+    );
+    let output = run(&["--fast"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(r#"error: unknown argument "--fast""#),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
 fn a_configuration_error_exits_2_with_one_line() {
     let output = Command::new(BIN)
         .env_clear()

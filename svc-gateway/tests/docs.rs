@@ -106,8 +106,19 @@ fn every_relative_link_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
-/// `SVC_` names in double quotes: how the sources name a variable they read.
+/// `SVC_` names in double quotes, and the names a `variables!` block declares (a line of its
+/// own, `SVC_NAME;`): how the sources name a variable they read.
 fn quoted_variables(text: &str, out: &mut BTreeSet<String>) {
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_suffix(';').filter(|name| {
+            name.starts_with("SVC_")
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        }) {
+            out.insert(name.to_owned());
+        }
+    }
     for (at, _) in text.match_indices("\"SVC_") {
         let name: String = text[at + 1..]
             .chars()
@@ -161,6 +172,18 @@ fn the_configuration_reference_names_every_variable_read_and_no_other() {
     let read = variables_read();
     let documented = variables_documented();
     assert!(read.contains("SVC_PORT") && read.len() > 30, "{read:?}");
+    // What each service's --help lists is read, by its own test; it must all be here too.
+    let listed = [
+        svc_gateway::config::EVERY_VARIABLE,
+        svc_auth_server::config::EVERY_VARIABLE,
+    ];
+    for variable in listed.into_iter().flatten().flat_map(|table| table.iter()) {
+        assert!(
+            !variable.name.starts_with("SVC_") || read.contains(variable.name),
+            "{} is listed by --help but not found in the sources",
+            variable.name
+        );
+    }
     let undocumented: Vec<_> = read.difference(&documented).collect();
     let unread: Vec<_> = documented.difference(&read).collect();
     assert!(

@@ -15,9 +15,10 @@
 //! assert_eq!(vars.parse_or("UNSET", 7u16, parse_port).unwrap(), 7);
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// A bad or missing variable: `{variable}: {problem}`.
@@ -40,6 +41,42 @@ impl ConfigError {
     }
 }
 
+/// A variable a binary reads and what it means: a line of the binary's `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// Its doc comment, one line.
+    pub help: &'static str,
+}
+
+/// Declares variables: each a `pub const NAME: &str = "NAME"` with its doc comment, and all of
+/// them, with their docs, in `pub const VARIABLES: &[Variable]`, the one list `--help` prints.
+///
+/// ```
+/// mod vars {
+///     svc_runtime::variables! {
+///         /// HTTP port.
+///         SVC_PORT;
+///     }
+/// }
+/// assert_eq!(vars::SVC_PORT, "SVC_PORT");
+/// assert_eq!(vars::VARIABLES[0].help.trim(), "HTTP port.");
+/// ```
+#[macro_export]
+macro_rules! variables {
+    ($( $(#[doc = $doc:literal])+ $name:ident; )+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $name: &str = stringify!($name);
+        )+
+        /// Every variable declared in this module, with its doc comment.
+        pub const VARIABLES: &[$crate::config::Variable] = &[
+            $( $crate::config::Variable { name: stringify!($name), help: concat!($($doc),+) }, )+
+        ];
+    };
+}
+
 /// The exit code of a process refused at start for its configuration.
 pub const EXIT_CONFIG: u8 = 2;
 
@@ -47,6 +84,8 @@ pub const EXIT_CONFIG: u8 = 2;
 #[derive(Clone, Default)]
 pub struct Vars {
     map: HashMap<String, String>,
+    /// Every name looked up, so a test can check a binary's help lists what it reads.
+    asked: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl fmt::Debug for Vars {
@@ -78,15 +117,40 @@ impl Vars {
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
+            asked: Arc::default(),
         }
     }
 
     /// The value of `name`, trimmed; an empty value counts as unset.
     pub fn get(&self, name: &str) -> Option<&str> {
+        self.asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned());
         self.map
             .get(name)
             .map(|v| v.trim())
             .filter(|v| !v.is_empty())
+    }
+
+    /// Every name looked up so far, by this map and its clones.
+    pub fn asked(&self) -> Vec<String> {
+        let asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        asked.iter().cloned().collect()
+    }
+
+    /// The names looked up so far that none of `tables` lists: what a binary's `--help`,
+    /// printed from those tables, would leave out.
+    pub fn unlisted(&self, tables: &[&[Variable]]) -> Vec<String> {
+        let listed = |name: &String| {
+            tables
+                .iter()
+                .any(|table| table.iter().any(|variable| variable.name == name))
+        };
+        self.asked()
+            .into_iter()
+            .filter(|name| !listed(name))
+            .collect()
     }
 
     /// The value of `name`, or an error saying it is required.

@@ -13,6 +13,7 @@
 //! | [`health`] | readiness checks in parallel under per-check and overall budgets, and the `/ready` body |
 //! | [`postgres`] | the pool that runs as a non-owner role, and org-scoped transactions |
 //! | [`usage`] | [`usage::UsageRecord`], one row of the usage ledger |
+//! | `cli` | (feature `cli`) every binary's clap conventions: help and version exit 0, a refusal is one line with exit 2, the variables read listed in the help |
 //! | `auth_client` | (feature `auth-client`) the auth service's address, TLS and deadline, and the one channel built from them |
 //!
 //! A configuration error is printed by the binaries as one line, `error: VAR: problem`, with
@@ -20,6 +21,8 @@
 
 #[cfg(feature = "auth-client")]
 pub mod auth_client;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 #[cfg(feature = "error-reports")]
 pub mod error_report;

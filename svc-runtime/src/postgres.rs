@@ -13,8 +13,10 @@ use crate::config::ConfigError;
 
 /// The non-owner role migrations create; row-level security applies to it.
 pub const APP_ROLE: &str = "svc_app";
-/// The variable holding the connection string.
-pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
+crate::variables! {
+    /// PostgreSQL connection string.
+    POSTGRES_DSN;
+}
 
 /// Default pool size.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;

@@ -17,8 +17,10 @@
 
 use crate::config::{ConfigError, Vars, parse_positive};
 
-/// Worker threads of the runtime.
-pub const SVC_WORKER_THREADS: &str = "SVC_WORKER_THREADS";
+crate::variables! {
+    /// Worker threads of the runtime (default: half the CPUs).
+    SVC_WORKER_THREADS;
+}
 
 /// Half the CPUs (as the scheduler and the cgroup quota allow), at least one.
 pub fn half_the_cpus() -> usize {

@@ -18,12 +18,69 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
 use svc_benches::harness::{self, HarnessConfig};
+use svc_runtime::cli::HELP_TEMPLATE;
 
-const USAGE: &str = "usage: svc-harness [--requests N] [--seconds S] [--rates R1,R2,...] [--bin-dir DIR] [--env NAME=VALUE]...\n       svc-harness upstream --port P";
+/// `svc-harness`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svc-harness",
+    version,
+    about = "The real binaries as separate processes, open and closed loop: CPU per request, \
+             the gateway's memory, and a real token's latency under a flood of wrong ones.",
+    help_template = HELP_TEMPLATE,
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status 0, or 2 when the stack did not start, an argument is wrong, or \
+                  Ctrl-C or SIGTERM stopped the run (which still removes its database and Redis \
+                  keys)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Closed-loop requests per concurrency level
+    #[arg(long, value_name = "N", default_value_t = 5000)]
+    requests: usize,
+    /// Seconds of each open-loop rate
+    #[arg(long, value_name = "S", default_value_t = 5)]
+    seconds: u64,
+    /// Open-loop rates, requests per second
+    #[arg(
+        long,
+        value_name = "R1,R2,...",
+        value_delimiter = ',',
+        default_value = "250,500,1000,1500,2000,3000,4000,6000"
+    )]
+    rates: Vec<u32>,
+    /// Where the service binaries are (default: this binary's directory)
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// A variable set for both services; repeatable
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = name_value)]
+    service_env: Vec<(String, String)>,
+    #[command(flatten)]
+    servers: harness::Servers,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The fake upstream the harness starts (its own process)
+    Upstream {
+        /// The port; 0 for any
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+}
+
+fn name_value(pair: &str) -> Result<(String, String), String> {
+    let (name, value) = pair
+        .split_once('=')
+        .ok_or("NAME=VALUE, set for both services")?;
+    Ok((name.to_owned(), value.to_owned()))
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = svc_runtime::cli::parse::<Cli>();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,8 +91,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.first().map(String::as_str) == Some("upstream") {
-        let port = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
+    if let Some(Command::Upstream { port }) = cli.command {
         return match runtime.block_on(harness::serve_upstream(port)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
@@ -44,10 +100,10 @@ fn main() -> ExitCode {
             }
         };
     }
-    let config = match parse(&args) {
+    let config = match config(cli) {
         Ok(config) => config,
         Err(problem) => {
-            eprintln!("error: {problem}\n{USAGE}");
+            eprintln!("error: {problem}");
             return ExitCode::from(2);
         }
     };
@@ -60,46 +116,22 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse(args: &[String]) -> Result<HarnessConfig, String> {
+fn config(cli: Cli) -> Result<HarnessConfig, String> {
     let harness_bin = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
-    let mut config = HarnessConfig {
-        bin_dir: harness_bin.parent().map(PathBuf::from).unwrap_or_default(),
-        harness_bin,
-        postgres_url: harness::default_postgres_url(),
-        redis_url: harness::default_redis_url(),
-        requests: 5000,
-        seconds: 5,
-        rates: vec![250, 500, 1000, 1500, 2000, 3000, 4000, 6000],
-        log_dir: std::env::temp_dir(),
-        service_env: Vec::new(),
+    let bin_dir = match cli.bin_dir {
+        Some(dir) => dir,
+        None => harness_bin.parent().map(PathBuf::from).unwrap_or_default(),
     };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--requests" => {
-                config.requests = value()?.parse().map_err(|_| "--requests: a count")?
-            }
-            "--seconds" => config.seconds = value()?.parse().map_err(|_| "--seconds: a count")?,
-            "--rates" => {
-                config.rates = value()?
-                    .split(',')
-                    .map(|r| r.trim().parse::<u32>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| "--rates: comma-separated requests per second")?
-            }
-            "--bin-dir" => config.bin_dir = PathBuf::from(value()?),
-            "--env" => {
-                let pair = value()?;
-                let (name, value) = pair
-                    .split_once('=')
-                    .ok_or("--env: NAME=VALUE, set for both services")?;
-                config.service_env.push((name.to_owned(), value.to_owned()));
-            }
-            "--help" | "-h" => return Err("help".to_owned()),
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    harness::check_bin_dir(&config.bin_dir)?;
-    Ok(config)
+    harness::check_bin_dir(&bin_dir)?;
+    Ok(HarnessConfig {
+        bin_dir,
+        harness_bin,
+        postgres_url: cli.servers.postgres_url,
+        redis_url: cli.servers.redis_url,
+        requests: cli.requests,
+        seconds: cli.seconds,
+        rates: cli.rates,
+        log_dir: std::env::temp_dir(),
+        service_env: cli.service_env,
+    })
 }

@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use svc_benches::load::{self, Command, USAGE};
+use svc_benches::load::{self, LoadArgs};
 use svc_runtime::config::Vars;
 use svc_runtime::telemetry::{LogSettings, SVC_LOG_FORMAT, SVC_LOG_LEVEL, subscriber};
 
@@ -45,22 +45,11 @@ const EXIT_USAGE: u8 = 2;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let config = svc_runtime::cli::parse::<LoadArgs>().config();
     // Variables that are not UTF-8 are none of ours.
     let env: HashMap<String, String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let config = match Command::parse(&args, &env) {
-        Ok(Command::Run(config)) => config,
-        Ok(Command::Help) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(error) => {
-            eprintln!("svc-load: {error}\n\n{USAGE}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
     if let Err(error) = init_logs(env) {
         eprintln!("svc-load: {error}");
         return ExitCode::from(EXIT_USAGE);

@@ -17,21 +17,65 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use svc_benches::harness::{self, check_bin_dir};
 use svc_benches::soak::{self, SoakConfig};
-
-const USAGE: &str = "usage: svc-soak [--seconds S] [--rate R] [--provider-timeout-ms MS] [--rss-tolerance-mib MIB] [--outcomes FILE.csv] [--bin-dir DIR]";
+use svc_runtime::cli::HELP_TEMPLATE;
 
 /// The shortest run: below it the four faults and the quiet gaps between them leave the faults
 /// under a second or no time at all.
 const MIN_SECONDS: u64 = 10;
 
+/// `svc-soak`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "svc-soak",
+    version,
+    about = "Steady load through two gateways and two auth servers while Redis, one auth \
+             server, PostgreSQL and the upstream fail one after the other.",
+    help_template = HELP_TEMPLATE,
+    after_help = "Exit status 0 when every property held, 1 when one failed, 2 when the stack \
+                  did not start, an argument is wrong, or Ctrl-C or SIGTERM stopped the run \
+                  (which still removes its database and Redis keys)."
+)]
+struct Cli {
+    /// Length of the run, at least 10 so that every fault gets some time
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = seconds)]
+    seconds: u64,
+    /// Requests per second
+    #[arg(long, value_name = "R", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    rate: u32,
+    /// The gateways' provider deadline, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    provider_timeout_ms: u64,
+    /// Resident memory the gateways may grow by
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    rss_tolerance_mib: u64,
+    /// Write every request's outcome to this CSV file
+    #[arg(long, value_name = "FILE.csv")]
+    outcomes: Option<PathBuf>,
+    /// Where the service binaries are (default: this binary's directory)
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    #[command(flatten)]
+    servers: harness::Servers,
+}
+
+fn seconds(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(seconds) if seconds >= MIN_SECONDS => Ok(seconds),
+        Ok(_) => Err(format!(
+            "at least {MIN_SECONDS}, so every fault gets some time"
+        )),
+        Err(_) => Err("a count".to_owned()),
+    }
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let config = match parse(&args) {
+    let config = match config(svc_runtime::cli::parse::<Cli>()) {
         Ok(config) => config,
         Err(problem) => {
-            eprintln!("error: {problem}\n{USAGE}");
+            eprintln!("error: {problem}");
             return ExitCode::from(2);
         }
     };
@@ -55,50 +99,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse(args: &[String]) -> Result<SoakConfig, String> {
-    let own = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
-    let mut config = SoakConfig {
-        bin_dir: own.parent().map(PathBuf::from).unwrap_or_default(),
-        postgres_url: harness::default_postgres_url(),
-        redis_url: harness::default_redis_url(),
-        seconds: 60,
-        rate: 100,
-        provider_timeout: Duration::from_secs(1),
-        rss_tolerance_kib: 16 * 1024,
-        log_dir: std::env::temp_dir(),
-        outcomes: None,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let count =
-            |v: &String, what: &str| v.parse::<u64>().map_err(|_| format!("{what}: a count"));
-        match flag.as_str() {
-            "--seconds" => {
-                config.seconds = count(value()?, "--seconds")?;
-                if config.seconds < MIN_SECONDS {
-                    return Err(format!(
-                        "--seconds: at least {MIN_SECONDS}, so every fault gets some time"
-                    ));
-                }
-            }
-            "--rate" => {
-                config.rate = u32::try_from(count(value()?, "--rate")?.max(1))
-                    .map_err(|_| "--rate: too high")?
-            }
-            "--provider-timeout-ms" => {
-                config.provider_timeout =
-                    Duration::from_millis(count(value()?, "--provider-timeout-ms")?.max(1))
-            }
-            "--rss-tolerance-mib" => {
-                config.rss_tolerance_kib = count(value()?, "--rss-tolerance-mib")? * 1024
-            }
-            "--outcomes" => config.outcomes = Some(PathBuf::from(value()?)),
-            "--bin-dir" => config.bin_dir = PathBuf::from(value()?),
-            "--help" | "-h" => return Err("help".to_owned()),
-            other => return Err(format!("unknown argument {other:?}")),
+fn config(cli: Cli) -> Result<SoakConfig, String> {
+    let bin_dir = match cli.bin_dir {
+        Some(dir) => dir,
+        None => {
+            let own = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+            own.parent().map(PathBuf::from).unwrap_or_default()
         }
-    }
-    check_bin_dir(&config.bin_dir)?;
-    Ok(config)
+    };
+    check_bin_dir(&bin_dir)?;
+    Ok(SoakConfig {
+        bin_dir,
+        postgres_url: cli.servers.postgres_url,
+        redis_url: cli.servers.redis_url,
+        seconds: cli.seconds,
+        rate: cli.rate,
+        provider_timeout: Duration::from_millis(cli.provider_timeout_ms),
+        rss_tolerance_kib: cli.rss_tolerance_mib * 1024,
+        log_dir: std::env::temp_dir(),
+        outcomes: cli.outcomes,
+    })
 }

@@ -26,6 +26,6 @@ pub mod procs;
 pub(crate) mod run;
 
 pub use run::{
-    ADDED_P99_BUDGET, HarnessConfig, check_bin_dir, default_postgres_url, default_redis_url, run,
-    serve_upstream,
+    ADDED_P99_BUDGET, DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, HarnessConfig, Servers,
+    check_bin_dir, run, serve_upstream,
 };

@@ -101,16 +101,24 @@ pub async fn run(config: &HarnessConfig) -> Result<(), String> {
     .await
 }
 
-/// `SVC_TEST_POSTGRES_URL`, else this machine's PostgreSQL: where fresh databases are made.
-pub fn default_postgres_url() -> String {
-    std::env::var("SVC_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+/// The servers a run creates its scratch database and Redis keys on: `--postgres-url` or
+/// `SVC_TEST_POSTGRES_URL`, `--redis-url` or `REDIS_URL`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Servers {
+    /// The PostgreSQL maintenance database (a fresh database is created beside it)
+    #[arg(long, env = "SVC_TEST_POSTGRES_URL", value_name = "URL", hide_env_values = true,
+          default_value = DEFAULT_POSTGRES_URL)]
+    pub postgres_url: String,
+    /// The Redis server (keys under a fresh prefix)
+    #[arg(long, env = "REDIS_URL", value_name = "URL", hide_env_values = true,
+          default_value = DEFAULT_REDIS_URL)]
+    pub redis_url: String,
 }
 
-/// `REDIS_URL`, else this machine's Redis.
-pub fn default_redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
+/// The PostgreSQL maintenance database when `SVC_TEST_POSTGRES_URL` is unset.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// The Redis server when `REDIS_URL` is unset.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Runs `body` with the URL of a fresh database and a fresh Redis key prefix, and removes both
 /// after it, whatever it returned, and on Ctrl-C or SIGTERM, which end `body` early (dropping

@@ -1,7 +1,10 @@
-//! The harness's settings: command-line flags, and the two variables naming the servers.
+//! The harness's settings: command-line flags, and the two variables naming the servers
+//! (or their flags).
 
-use std::collections::HashMap;
 use std::time::Duration;
+
+use clap::Parser;
+use svc_runtime::cli::{HELP_TEMPLATE, environment_help};
 
 use super::report::OVERHEAD_BUDGET;
 
@@ -9,10 +12,7 @@ use super::report::OVERHEAD_BUDGET;
 pub const SVC_TEST_POSTGRES_URL: &str = "SVC_TEST_POSTGRES_URL";
 /// The Redis server of the PostgreSQL mode.
 pub const REDIS_URL: &str = "REDIS_URL";
-/// Used when [`SVC_TEST_POSTGRES_URL`] is unset.
-pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-/// Used when [`REDIS_URL`] is unset.
-pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub use crate::harness::{DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL};
 
 /// Default `--requests`.
 pub const DEFAULT_REQUESTS: usize = 2000;
@@ -26,31 +26,6 @@ pub const DEFAULT_MAX_SECONDS: u64 = 60;
 const MAX_REQUESTS: usize = 1_000_000;
 const MAX_CONCURRENCY: usize = 256;
 const MAX_SECONDS: u64 = 3600;
-
-/// The `--help` text.
-pub const USAGE: &str = "\
-usage: svc-load [--embedded] [--requests N] [--concurrency C] [--warmup W]
-                [--max-seconds S] [--idempotency] [--sessions]
-
-Starts a fake upstream, the auth server and the gateway in this process, sends the same chat
-completion to the upstream directly and through the gateway, and prints latency percentiles,
-throughput and the added latency against SPEC's 20 ms budget at p99.
-
-  --embedded       embedded SQLite identity store, in-process rate limit and idempotency
-                   (default: a fresh PostgreSQL database and Redis under a random key prefix)
-  --requests N     measured requests per target (default 2000)
-  --concurrency C  connections, each with one request in flight (default 8)
-  --warmup W       unmeasured requests per target first (default 100)
-  --max-seconds S  bound on the load, half for each target (default 60)
-  --idempotency    a fresh Idempotency-Key on every request
-  --sessions       the gateway records durable sessions in the database (PostgreSQL mode)
-
-environment: SVC_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres),
-REDIS_URL (default redis://127.0.0.1:6379); both must be on this machine.
-exit status: 0 PASS, 1 FAIL (a failed request, or the added p99 not under 20 ms),
-2 bad arguments, the stack did not start, or Ctrl-C (the run's database and keys
-are still removed).
-";
 
 /// Which identity plane and shared stores the gateway runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,108 +113,114 @@ impl Default for LoadConfig {
     }
 }
 
-/// What the command line asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// Run with this configuration.
-    Run(LoadConfig),
-    /// Print [`USAGE`].
-    Help,
+/// `svc-load`'s command line.
+#[derive(Debug, Clone, PartialEq, Eq, Parser)]
+#[command(
+    name = "svc-load",
+    version,
+    about = "Starts a fake upstream, the auth server and the gateway in this process, sends the \
+             same chat completion to the upstream directly and through the gateway, and prints \
+             latency percentiles, throughput and the added latency against SPEC's 20 ms budget \
+             at p99.",
+    help_template = HELP_TEMPLATE,
+    after_help = after_help(),
+)]
+pub struct LoadArgs {
+    /// Embedded SQLite identity store, in-process rate limit and idempotency (default: a fresh
+    /// PostgreSQL database and Redis under a random key prefix)
+    #[arg(long)]
+    embedded: bool,
+    /// Measured requests per target
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_REQUESTS,
+          value_parser = in_range(1, MAX_REQUESTS))]
+    requests: usize,
+    /// Connections, each with one request in flight
+    #[arg(long, value_name = "C", default_value_t = DEFAULT_CONCURRENCY,
+          value_parser = in_range(1, MAX_CONCURRENCY))]
+    concurrency: usize,
+    /// Unmeasured requests per target first
+    #[arg(long, value_name = "W", default_value_t = DEFAULT_WARMUP,
+          value_parser = in_range(0, MAX_REQUESTS))]
+    warmup: usize,
+    /// Bound on the load, half for each target
+    #[arg(long, value_name = "S", default_value_t = DEFAULT_MAX_SECONDS as usize,
+          value_parser = in_range(1, MAX_SECONDS as usize))]
+    max_seconds: usize,
+    /// A fresh Idempotency-Key on every request
+    #[arg(long)]
+    idempotency: bool,
+    /// The gateway records durable sessions in the database (PostgreSQL mode)
+    #[arg(long, conflicts_with = "embedded")]
+    sessions: bool,
+    /// The PostgreSQL maintenance database; must be on this machine
+    #[arg(long, env = SVC_TEST_POSTGRES_URL, value_name = "URL", hide_env_values = true)]
+    postgres_url: Option<String>,
+    /// The Redis server; must be on this machine
+    #[arg(long, env = REDIS_URL, value_name = "URL", hide_env_values = true)]
+    redis_url: Option<String>,
 }
 
-/// A refused command line; the message is the one line printed before the usage.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ArgsError(String);
+fn after_help() -> String {
+    format!(
+        "{}\nExit status: 0 PASS, 1 FAIL (a failed request, or the added p99 not under 20 ms), \
+         2 bad arguments, the stack did not start, or Ctrl-C (the run's database and keys are \
+         still removed).",
+        environment_help(&[svc_runtime::telemetry::VARIABLES])
+    )
+}
 
-impl Command {
-    /// Parses the arguments after the program name, with `env` for the server URLs.
-    pub fn parse(args: &[String], env: &HashMap<String, String>) -> Result<Command, ArgsError> {
-        let mut config = LoadConfig::default();
-        if let Some(url) = non_empty(env, SVC_TEST_POSTGRES_URL) {
-            config.postgres_url = url;
-        }
-        if let Some(url) = non_empty(env, REDIS_URL) {
-            config.redis_url = url;
-        }
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((flag, value)) => (flag, Some(value.to_owned())),
-                None => (arg.as_str(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| args.next().cloned())
-                    .ok_or_else(|| ArgsError(format!("{name} needs a value")))
-            };
-            match flag {
-                "-h" | "--help" => return Ok(Command::Help),
-                "--embedded" => config.mode = Mode::Embedded,
-                "--idempotency" => config.idempotency = true,
-                "--sessions" => config.sessions = true,
-                "--requests" => config.requests = number(flag, &value(flag)?, 1, MAX_REQUESTS)?,
-                "--concurrency" => {
-                    config.concurrency = number(flag, &value(flag)?, 1, MAX_CONCURRENCY)?;
-                }
-                "--warmup" => config.warmup = number(flag, &value(flag)?, 0, MAX_REQUESTS)?,
-                "--max-seconds" => {
-                    let seconds = number(flag, &value(flag)?, 1, MAX_SECONDS as usize)?;
-                    config.max_time = Duration::from_secs(seconds as u64);
-                }
-                _ => return Err(ArgsError(format!("unknown argument {arg:?}"))),
-            }
-        }
-        if config.sessions && config.mode == Mode::Embedded {
-            return Err(ArgsError(
-                "--sessions needs PostgreSQL; the embedded mode has no session store".to_owned(),
-            ));
-        }
-        Ok(Command::Run(config))
+/// A parser of a count in `min..=max`.
+fn in_range(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |value| {
+        value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .ok_or_else(|| format!("{value:?} is not a number in {min}..={max}"))
     }
 }
 
-fn non_empty(env: &HashMap<String, String>, name: &str) -> Option<String> {
-    env.get(name)
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
+impl LoadArgs {
+    /// The run these arguments ask for.
+    pub fn config(self) -> LoadConfig {
+        LoadConfig {
+            mode: if self.embedded {
+                Mode::Embedded
+            } else {
+                Mode::Postgres
+            },
+            requests: self.requests,
+            concurrency: self.concurrency,
+            warmup: self.warmup,
+            max_time: Duration::from_secs(self.max_seconds as u64),
+            idempotency: self.idempotency,
+            sessions: self.sessions,
+            budget: OVERHEAD_BUDGET,
+            postgres_url: non_empty(self.postgres_url, DEFAULT_POSTGRES_URL),
+            redis_url: non_empty(self.redis_url, DEFAULT_REDIS_URL),
+        }
+    }
 }
 
-fn number(flag: &str, value: &str, min: usize, max: usize) -> Result<usize, ArgsError> {
+/// A blank value counts as unset.
+fn non_empty(value: Option<String>, default: &str) -> String {
     value
-        .parse::<usize>()
-        .ok()
-        .filter(|n| (min..=max).contains(n))
-        .ok_or_else(|| {
-            ArgsError(format!(
-                "{flag}: {value:?} is not a number in {min}..={max}"
-            ))
-        })
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Command, ArgsError> {
-        parse_with(args, &[])
-    }
-
-    fn parse_with(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ArgsError> {
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let env = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        Command::parse(&args, &env)
+    fn parse(args: &[&str]) -> Result<LoadConfig, clap::Error> {
+        LoadArgs::try_parse_from(std::iter::once("svc-load").chain(args.iter().copied()))
+            .map(LoadArgs::config)
     }
 
     fn run(args: &[&str]) -> LoadConfig {
-        match parse(args) {
-            Ok(Command::Run(config)) => config,
-            other => panic!("{args:?}: {other:?}"),
-        }
+        parse(args).unwrap_or_else(|error| panic!("{args:?}: {error}"))
     }
 
     #[test]
@@ -251,8 +232,6 @@ mod tests {
         assert_eq!(config.max_time, Duration::from_secs(60));
         assert!(!config.idempotency && !config.sessions);
         assert_eq!(config.budget, Duration::from_millis(20));
-        assert_eq!(config.postgres_url, DEFAULT_POSTGRES_URL);
-        assert_eq!(config.redis_url, DEFAULT_REDIS_URL);
     }
 
     #[test]
@@ -274,32 +253,24 @@ mod tests {
         );
         assert_eq!(config.max_time, Duration::from_secs(5));
         assert!(config.idempotency);
-        assert_eq!(parse(&["--requests", "1", "-h"]), Ok(Command::Help));
+        let help = parse(&["--requests", "1", "-h"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 
     #[test]
-    fn servers_come_from_the_environment() {
-        let env = [
-            (
-                SVC_TEST_POSTGRES_URL,
-                "postgres://u@localhost:5433/postgres",
-            ),
-            (REDIS_URL, "redis://127.0.0.1:6380"),
-        ];
-        let Ok(Command::Run(config)) = parse_with(&["--sessions"], &env) else {
-            panic!("parses");
-        };
-        assert_eq!(config.postgres_url, env[0].1);
-        assert_eq!(config.redis_url, env[1].1);
+    fn servers_come_from_the_flags_and_blank_means_the_default() {
+        let config = run(&[
+            "--sessions",
+            "--postgres-url",
+            "postgres://u@localhost:5433/postgres",
+            "--redis-url",
+            "redis://127.0.0.1:6380",
+        ]);
+        assert_eq!(config.postgres_url, "postgres://u@localhost:5433/postgres");
+        assert_eq!(config.redis_url, "redis://127.0.0.1:6380");
         assert!(config.sessions);
-        let Ok(Command::Run(config)) = parse_with(&[], &[(REDIS_URL, " ")]) else {
-            panic!("parses");
-        };
-        assert_eq!(config.redis_url, DEFAULT_REDIS_URL);
-        let secret = [(REDIS_URL, "redis://:hunter2@127.0.0.1")];
-        let Ok(Command::Run(config)) = parse_with(&[], &secret) else {
-            panic!("parses");
-        };
+        assert_eq!(run(&["--redis-url", " "]).redis_url, DEFAULT_REDIS_URL);
+        let config = run(&["--redis-url", "redis://:hunter2@127.0.0.1"]);
         assert!(!format!("{config:?}").contains("hunter2"));
     }
 
@@ -315,7 +286,8 @@ mod tests {
         ];
         for (args, expected) in cases {
             let error = parse(args).expect_err("refused");
-            assert!(error.to_string().contains(expected), "{args:?}: {error}");
+            let line = svc_runtime::cli::one_line(&error);
+            assert!(line.contains(expected), "{args:?}: {line}");
         }
     }
 }

@@ -49,7 +49,7 @@ use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 
-pub use config::{ArgsError, Command, LoadConfig, Mode, USAGE};
+pub use config::{LoadArgs, LoadConfig, Mode};
 pub use report::{Footprint, OVERHEAD_BUDGET, PhaseStats, Report};
 
 use client::{Plan, Target};

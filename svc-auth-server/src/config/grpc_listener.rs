@@ -14,10 +14,12 @@ use std::time::Duration;
 
 use svc_runtime::config::{ConfigError, Vars, parse_positive, parse_timeout};
 
-/// gRPC connection cap variable.
-pub const SVC_GRPC_MAX_CONNECTIONS: &str = "SVC_GRPC_MAX_CONNECTIONS";
-/// gRPC handshake deadline variable.
-pub const SVC_GRPC_HANDSHAKE_TIMEOUT: &str = "SVC_GRPC_HANDSHAKE_TIMEOUT";
+svc_runtime::variables! {
+    /// gRPC connections served at once; past it, new ones wait in the backlog.
+    SVC_GRPC_MAX_CONNECTIONS;
+    /// Time from accept to the end of the HTTP/2 preface (and of TLS) on the gRPC port.
+    SVC_GRPC_HANDSHAKE_TIMEOUT;
+}
 
 /// Default `SVC_GRPC_MAX_CONNECTIONS`.
 pub const DEFAULT_GRPC_MAX_CONNECTIONS: usize = 1024;

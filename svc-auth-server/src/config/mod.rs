@@ -74,43 +74,56 @@ use vars::{
     ConfigError, Environment, Vars, parse_bool, parse_duration, parse_port, parse_positive,
 };
 
-/// HTTP port variable.
-pub const SVC_PORT: &str = "SVC_PORT";
-/// gRPC port variable.
-pub const SVC_GRPC_PORT: &str = "SVC_GRPC_PORT";
-/// Bind address variable.
-pub const SVC_BIND_ADDR: &str = "SVC_BIND_ADDR";
+svc_runtime::variables! {
+    /// HTTP port of the ops routes (health, readiness, metrics).
+    SVC_PORT;
+    /// gRPC port.
+    SVC_GRPC_PORT;
+    /// Address both listeners bind.
+    SVC_BIND_ADDR;
+    /// `development`, `staging` or `production`.
+    SVC_ENV;
+    /// Production serves plaintext gRPC only when true.
+    SVC_GRPC_ALLOW_PLAINTEXT;
+    /// Server certificate (PEM).
+    SVC_GRPC_TLS_CERT;
+    /// Server private key (PEM).
+    SVC_GRPC_TLS_KEY;
+    /// CA that client certificates must chain to (PEM).
+    SVC_GRPC_TLS_CLIENT_CA;
+    /// Argon2 memory cost in KiB.
+    SVC_ARGON2_MEMORY_KIB;
+    /// Argon2 passes.
+    SVC_ARGON2_ITERATIONS;
+    /// Argon2 lanes.
+    SVC_ARGON2_PARALLELISM;
+    /// Concurrent Argon2 runs.
+    SVC_HASH_CONCURRENCY;
+    /// Cold validations started per second.
+    SVC_COLD_VALIDATION_RATE;
+    /// Database pool size.
+    SVC_DB_MAX_CONNECTIONS;
+    /// Bound on opening one database connection outside the pool.
+    SVC_DB_CONNECT_TIMEOUT;
+    /// Bound on getting a pooled database connection.
+    SVC_DB_ACQUIRE_TIMEOUT;
+    /// Sentry DSN.
+    SENTRY_DSN;
+}
+
 /// PostgreSQL DSN variable.
 pub use svc_runtime::postgres::POSTGRES_DSN;
-/// Environment variable.
-pub const SVC_ENV: &str = "SVC_ENV";
-/// Production plaintext gRPC opt-in.
-pub const SVC_GRPC_ALLOW_PLAINTEXT: &str = "SVC_GRPC_ALLOW_PLAINTEXT";
-/// Server certificate (PEM).
-pub const SVC_GRPC_TLS_CERT: &str = "SVC_GRPC_TLS_CERT";
-/// Server private key (PEM).
-pub const SVC_GRPC_TLS_KEY: &str = "SVC_GRPC_TLS_KEY";
-/// CA that client certificates must chain to (PEM).
-pub const SVC_GRPC_TLS_CLIENT_CA: &str = "SVC_GRPC_TLS_CLIENT_CA";
-/// Argon2 memory cost in KiB.
-pub const SVC_ARGON2_MEMORY_KIB: &str = "SVC_ARGON2_MEMORY_KIB";
-/// Argon2 passes.
-pub const SVC_ARGON2_ITERATIONS: &str = "SVC_ARGON2_ITERATIONS";
-/// Argon2 lanes.
-pub const SVC_ARGON2_PARALLELISM: &str = "SVC_ARGON2_PARALLELISM";
-/// Concurrent Argon2 runs.
-pub const SVC_HASH_CONCURRENCY: &str = "SVC_HASH_CONCURRENCY";
-/// Cold validations started per second.
-pub const SVC_COLD_VALIDATION_RATE: &str = "SVC_COLD_VALIDATION_RATE";
-/// Pool size.
-pub const SVC_DB_MAX_CONNECTIONS: &str = "SVC_DB_MAX_CONNECTIONS";
-/// Standalone connect timeout.
-pub const SVC_DB_CONNECT_TIMEOUT: &str = "SVC_DB_CONNECT_TIMEOUT";
-/// Pool acquire timeout.
-pub const SVC_DB_ACQUIRE_TIMEOUT: &str = "SVC_DB_ACQUIRE_TIMEOUT";
 
-/// Sentry DSN.
-pub const SENTRY_DSN: &str = "SENTRY_DSN";
+/// Every variable the server reads, by the modules that declare them: its `--help` lists them.
+pub const EVERY_VARIABLE: &[&[svc_runtime::config::Variable]] = &[
+    VARIABLES,
+    svc_runtime::postgres::VARIABLES,
+    grpc_listener::VARIABLES,
+    svc_runtime::http_server::VARIABLES,
+    svc_runtime::telemetry::VARIABLES,
+    svc_runtime::telemetry::otel::VARIABLES,
+    svc_runtime::runtime::VARIABLES,
+];
 
 /// The binary's name: the exported `service.name` unless `OTEL_SERVICE_NAME` or
 /// `SVC_SERVICE_NAME` says otherwise.
@@ -371,6 +384,29 @@ mod tests {
         let mut all = vec![(POSTGRES_DSN, DSN)];
         all.extend_from_slice(pairs);
         Config::from_vars(&Vars::from_pairs(all.iter().copied()))
+    }
+
+    #[test]
+    fn help_lists_every_variable_read() {
+        let shapes: [&[(&str, &str)]; 2] = [
+            &[],
+            &[
+                (SVC_ENV, "production"),
+                (SVC_GRPC_TLS_CERT, "/cert.pem"),
+                (SVC_GRPC_TLS_KEY, "/key.pem"),
+                (SVC_GRPC_TLS_CLIENT_CA, "/ca.pem"),
+            ],
+        ];
+        let mut everything = std::collections::BTreeSet::new();
+        for shape in shapes {
+            let mut all = vec![(POSTGRES_DSN, DSN)];
+            all.extend_from_slice(shape);
+            let vars = Vars::from_pairs(all);
+            let _ = Config::from_vars(&vars);
+            assert_eq!(vars.unlisted(EVERY_VARIABLE), Vec::<String>::new());
+            everything.extend(vars.asked());
+        }
+        assert!(everything.len() > 25, "{everything:?}");
     }
 
     #[test]

@@ -367,3 +367,30 @@ fn production_refuses_a_plaintext_mcp_server_unless_allowed() {
     assert!(error.problem.contains("mcp server \"srv\""), "{error}");
     assert!(with(&[("SVC_PROVIDER_ALLOW_HTTP", "true")]).is_ok());
 }
+
+#[test]
+fn help_lists_every_variable_read() {
+    // Shapes of configuration that read different variables: defaults, live with Redis and
+    // TLS, production.
+    let shapes: [&[(&str, &str)]; 3] = [
+        &[],
+        &[
+            ("SVC_AUTH_GRPC_ADDR", "https://auth.internal:9091"),
+            ("SVC_AUTH_GRPC_TLS_CA", "/ca.pem"),
+            ("SVC_PROVIDER_BASE_URL", "https://api.example.com/v1"),
+            ("SVC_PROVIDER_API_KEY", "sk-test"),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("SVC_RATE_LIMIT_TPM", "1000"),
+            ("POSTGRES_DSN", "postgres://gw@127.0.0.1/svc"),
+        ],
+        &[("SVC_ENV", "production")],
+    ];
+    let mut everything = std::collections::BTreeSet::new();
+    for shape in shapes {
+        let vars = Vars::from_pairs(std::iter::once(AUTH).chain(shape.iter().copied()));
+        let _ = Config::from_vars(&vars);
+        assert_eq!(vars.unlisted(EVERY_VARIABLE), Vec::<String>::new());
+        everything.extend(vars.asked());
+    }
+    assert!(everything.len() > 25, "{everything:?}");
+}

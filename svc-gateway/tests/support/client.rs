@@ -14,6 +14,13 @@ pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
+/// A client whose connections come from `local` (any 127/8 address is this host's).
+pub fn client_from(local: std::net::IpAddr) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_local_address(Some(local));
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
 /// A finished response: status, headers and the whole body.
 #[derive(Debug)]
 pub struct Reply {

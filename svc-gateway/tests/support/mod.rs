@@ -18,7 +18,7 @@ use svc_gateway::{Gateway, Running};
 
 pub use auth as fake_auth;
 pub use auth::World;
-pub use client::{HttpClient, Reply, client, next_data, open, send};
+pub use client::{HttpClient, Reply, client, client_from, next_data, open, send};
 pub use upstream::{Reported, Script, Upstream, chunk, completion};
 
 /// The provider key the live tests configure; it must reach the upstream and nothing else.

@@ -46,22 +46,25 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use crate::config::{ConfigError, Vars, parse_bool, parse_timeout};
 use balance::Target;
 
-/// Auth gRPC addresses: `host:port` or `http(s)://host:port`, comma-separated.
-pub const SVC_AUTH_GRPC_ADDR: &str = "SVC_AUTH_GRPC_ADDR";
-/// How often the names of `SVC_AUTH_GRPC_ADDR` are resolved again (duration).
-pub const SVC_AUTH_GRPC_RESOLVE_INTERVAL: &str = "SVC_AUTH_GRPC_RESOLVE_INTERVAL";
+crate::variables! {
+    /// Auth gRPC addresses: `host:port` or `http(s)://host:port`, comma-separated.
+    SVC_AUTH_GRPC_ADDR;
+    /// How often the names of `SVC_AUTH_GRPC_ADDR` are resolved again (duration).
+    SVC_AUTH_GRPC_RESOLVE_INTERVAL;
+    /// ValidateToken and ValidateAgent deadline (duration).
+    SVC_AUTH_VALIDATE_TIMEOUT;
+    /// Allows a plaintext auth channel in production.
+    SVC_GRPC_ALLOW_PLAINTEXT;
+    /// CA bundle that signs the auth server's certificate.
+    SVC_AUTH_GRPC_TLS_CA;
+    /// Client certificate for mutual TLS to the auth server.
+    SVC_AUTH_GRPC_TLS_CERT;
+    /// Client key for mutual TLS to the auth server.
+    SVC_AUTH_GRPC_TLS_KEY;
+}
+
 /// Default `SVC_AUTH_GRPC_RESOLVE_INTERVAL`.
 pub const DEFAULT_RESOLVE_INTERVAL: Duration = Duration::from_secs(10);
-/// ValidateToken and ValidateAgent deadline (duration).
-pub const SVC_AUTH_VALIDATE_TIMEOUT: &str = "SVC_AUTH_VALIDATE_TIMEOUT";
-/// Allows a plaintext auth channel in production.
-pub const SVC_GRPC_ALLOW_PLAINTEXT: &str = "SVC_GRPC_ALLOW_PLAINTEXT";
-/// CA bundle that signs the auth server's certificate.
-pub const SVC_AUTH_GRPC_TLS_CA: &str = "SVC_AUTH_GRPC_TLS_CA";
-/// Client certificate for mutual TLS to the auth server.
-pub const SVC_AUTH_GRPC_TLS_CERT: &str = "SVC_AUTH_GRPC_TLS_CERT";
-/// Client key for mutual TLS to the auth server.
-pub const SVC_AUTH_GRPC_TLS_KEY: &str = "SVC_AUTH_GRPC_TLS_KEY";
 
 /// How to reach the auth service, validated.
 #[derive(Debug, Clone, PartialEq)]

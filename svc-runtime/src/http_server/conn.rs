@@ -13,13 +13,11 @@
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -29,6 +27,7 @@ use tokio::time::Instant;
 
 use super::address::AddressSlot;
 use super::progress_io::ProgressIo;
+use super::stalls::{Progress, Stalls};
 use super::{Handler, HttpSettings};
 use crate::shutdown::Phase;
 
@@ -85,7 +84,7 @@ impl Connection {
         });
         let first_request_by = self.accepted + self.settings.header_read_timeout;
         let write_timeout = self.settings.write_timeout;
-        let responses = Arc::new(Responses::new(self.accepted));
+        let responses = Arc::new(Stalls::new());
         let started = watched.clone();
         // A connection accepted while draining serves one request: the client (a load
         // balancer's probe, say) gets its answer, not a reset.
@@ -166,70 +165,6 @@ async fn no_request_by(watched: &watch::Receiver<Activity>, deadline: Instant) {
     }
 }
 
-/// The responses of a connection still held by hyper, each stamped with when it last handed
-/// hyper a frame that hyper has not yet come back for (0: it is waiting on its own source).
-///
-/// Stamps are atomics the bodies write on every frame; the connection reads them only when
-/// its check timer fires, so a busy stream costs no wake-ups.
-struct Responses {
-    epoch: Instant,
-    slots: Mutex<Vec<Arc<AtomicU64>>>,
-}
-
-impl Responses {
-    fn new(epoch: Instant) -> Responses {
-        Responses {
-            epoch,
-            slots: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Milliseconds since the epoch, plus one so that 0 means "not waiting".
-    fn stamp(&self) -> u64 {
-        let millis = self.epoch.elapsed().as_millis();
-        u64::try_from(millis).unwrap_or(u64::MAX - 1) + 1
-    }
-
-    fn register(&self) -> Arc<AtomicU64> {
-        let slot = Arc::new(AtomicU64::new(self.stamp()));
-        self.lock().push(slot.clone());
-        slot
-    }
-
-    fn release(&self, slot: &Arc<AtomicU64>) {
-        self.lock().retain(|other| !Arc::ptr_eq(other, slot));
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AtomicU64>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Since when the longest-waiting response has waited for hyper.
-    fn oldest(&self) -> Option<Instant> {
-        let oldest = self
-            .lock()
-            .iter()
-            .map(|slot| slot.load(Ordering::Relaxed))
-            .filter(|&stamp| stamp > 0)
-            .min()?;
-        Some(self.epoch + Duration::from_millis(oldest - 1))
-    }
-
-    /// Completes once a response has waited `timeout` for hyper to take its next frame.
-    async fn stalled(&self, timeout: Duration) {
-        loop {
-            let now = Instant::now();
-            let check = match self.oldest() {
-                Some(since) if now >= since + timeout => return,
-                Some(since) => since + timeout,
-                // A response that starts waiting after now is due no earlier than this.
-                None => now + timeout,
-            };
-            tokio::time::sleep_until(check).await;
-        }
-    }
-}
-
 /// Completes when nothing has been in flight for `timeout`; when draining, only after at
 /// least one request was served.
 async fn idle(watched: &mut watch::Receiver<Activity>, timeout: Duration, draining: bool) {
@@ -254,7 +189,7 @@ struct Tracked<S> {
     inner: S,
     peer: SocketAddr,
     activity: watch::Sender<Activity>,
-    responses: Arc<Responses>,
+    responses: Arc<Stalls>,
 }
 
 /// Counts one request in flight until dropped.
@@ -281,7 +216,7 @@ impl Drop for InFlight {
 }
 
 impl<S: Handler> tower::Service<Request<Incoming>> for Tracked<S> {
-    type Response = Response<TrackedBody<S::ResponseBody>>;
+    type Response = Response<Progress<S::ResponseBody, InFlight>>;
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
@@ -300,65 +235,7 @@ impl<S: Handler> tower::Service<Request<Incoming>> for Tracked<S> {
                 .map_err(Into::into)?;
             let response = inner.call(request).await.map_err(Into::into)?;
             // From here on hyper owes the response its writes.
-            let waiting = responses.register();
-            Ok(response.map(|body| TrackedBody {
-                inner: body,
-                progress: Progress { responses, waiting },
-                _guard: guard,
-            }))
+            Ok(response.map(|body| responses.response_holding(body, guard)))
         })
-    }
-}
-
-/// A response's place in [`Responses`], given back on drop.
-struct Progress {
-    responses: Arc<Responses>,
-    waiting: Arc<AtomicU64>,
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.responses.release(&self.waiting);
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A response body that counts as in flight until hyper drops it, and stamps when it
-    /// last gave hyper a frame.
-    pub struct TrackedBody<B> {
-        #[pin]
-        inner: B,
-        progress: Progress,
-        _guard: InFlight,
-    }
-}
-
-impl<B: Body> Body for TrackedBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let progress = &this.progress;
-        // Hyper is asking: whatever happens next, it is not waiting on the client.
-        progress.waiting.store(0, Ordering::Relaxed);
-        let polled = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(_))) = &polled {
-            progress
-                .waiting
-                .store(progress.responses.stamp(), Ordering::Relaxed);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

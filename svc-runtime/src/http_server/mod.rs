@@ -41,6 +41,7 @@
 mod address;
 mod conn;
 mod progress_io;
+pub mod stalls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,20 +60,22 @@ pub use address::{AddressSlot, PerAddress};
 pub use conn::BoxError;
 pub use progress_io::ProgressIo;
 
-/// Header-read timeout variable.
-pub const SVC_HTTP_HEADER_READ_TIMEOUT: &str = "SVC_HTTP_HEADER_READ_TIMEOUT";
-/// Idle connection timeout variable.
-pub const SVC_HTTP_IDLE_TIMEOUT: &str = "SVC_HTTP_IDLE_TIMEOUT";
-/// Connection cap variable.
-pub const SVC_HTTP_MAX_CONNECTIONS: &str = "SVC_HTTP_MAX_CONNECTIONS";
-/// Shutdown grace period variable.
-pub const SVC_SHUTDOWN_GRACE: &str = "SVC_SHUTDOWN_GRACE";
-/// Per-address connection cap variable.
-pub const SVC_MAX_CONNECTIONS_PER_ADDRESS: &str = "SVC_MAX_CONNECTIONS_PER_ADDRESS";
-/// Write stall timeout variable.
-pub const SVC_WRITE_TIMEOUT: &str = "SVC_WRITE_TIMEOUT";
-/// Request body stall timeout variable.
-pub const SVC_BODY_READ_TIMEOUT: &str = "SVC_BODY_READ_TIMEOUT";
+crate::variables! {
+    /// Time a client has to send a request's headers, from accept for the first.
+    SVC_HTTP_HEADER_READ_TIMEOUT;
+    /// A connection with no request in flight for this long is closed.
+    SVC_HTTP_IDLE_TIMEOUT;
+    /// HTTP connections served at once; past it, new ones wait in the backlog.
+    SVC_HTTP_MAX_CONNECTIONS;
+    /// How long a shutdown waits for requests in flight.
+    SVC_SHUTDOWN_GRACE;
+    /// Connections from one client address; past it, new ones are closed at accept.
+    SVC_MAX_CONNECTIONS_PER_ADDRESS;
+    /// A write, or a stream the client does not move, blocked this long closes the connection.
+    SVC_WRITE_TIMEOUT;
+    /// A request body that sends nothing for this long is refused.
+    SVC_BODY_READ_TIMEOUT;
+}
 
 /// Default `SVC_HTTP_HEADER_READ_TIMEOUT`.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);

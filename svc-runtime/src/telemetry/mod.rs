@@ -25,10 +25,13 @@ use crate::config::{ConfigError, Vars};
 
 pub mod otel;
 
-/// `SVC_LOG_LEVEL`: DEBUG, INFO, WARN or ERROR, any case.
-pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
-/// `SVC_LOG_FORMAT`: json or text.
-pub const SVC_LOG_FORMAT: &str = "SVC_LOG_FORMAT";
+crate::variables! {
+    /// `SVC_LOG_LEVEL`: DEBUG, INFO, WARN or ERROR, any case.
+    SVC_LOG_LEVEL;
+    /// `SVC_LOG_FORMAT`: json or text.
+    SVC_LOG_FORMAT;
+}
+
 /// The transport crates held at WARN in the logs and left out of exported traces: their
 /// internals describe frames and connections, and must never be how a header reaches a log.
 const TRANSPORT_CRATES: [&str; 9] = [

@@ -57,20 +57,23 @@ use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{ConfigError, Environment, Vars};
 
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`: `host:port` (or `http://host:port`) of an OTLP gRPC
-/// collector, `https://host:port` for one served over TLS; empty means no export.
-pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-/// `OTEL_EXPORTER_OTLP_CERTIFICATE`: a PEM file of CA certificates trusted for an `https://`
-/// collector, beside the Mozilla roots.
-pub const OTEL_EXPORTER_OTLP_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE";
-/// `OTEL_SAMPLE_RATIO`: the share of traces started here that are kept, 0..=1.
-pub const OTEL_SAMPLE_RATIO: &str = "OTEL_SAMPLE_RATIO";
-/// `OTEL_SERVICE_NAME`: the exported `service.name`.
-pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
-/// `SVC_SERVICE_NAME`: the service name when `OTEL_SERVICE_NAME` is unset.
-pub const SVC_SERVICE_NAME: &str = "SVC_SERVICE_NAME";
-/// `OTEL_DEPLOYMENT_ENVIRONMENT`: the exported `deployment.environment`; else `SVC_ENV`.
-pub const OTEL_DEPLOYMENT_ENVIRONMENT: &str = "OTEL_DEPLOYMENT_ENVIRONMENT";
+crate::variables! {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: `host:port` (or `http://host:port`) of an OTLP gRPC
+    /// collector, `https://host:port` for one served over TLS; empty means no export.
+    OTEL_EXPORTER_OTLP_ENDPOINT;
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE`: a PEM file of CA certificates trusted for an `https://`
+    /// collector, beside the Mozilla roots.
+    OTEL_EXPORTER_OTLP_CERTIFICATE;
+    /// `OTEL_SAMPLE_RATIO`: the share of traces started here that are kept, 0..=1.
+    OTEL_SAMPLE_RATIO;
+    /// `OTEL_SERVICE_NAME`: the exported `service.name`.
+    OTEL_SERVICE_NAME;
+    /// `SVC_SERVICE_NAME`: the service name when `OTEL_SERVICE_NAME` is unset.
+    SVC_SERVICE_NAME;
+    /// `OTEL_DEPLOYMENT_ENVIRONMENT`: the exported `deployment.environment`; else `SVC_ENV`.
+    OTEL_DEPLOYMENT_ENVIRONMENT;
+}
+
 /// Default `OTEL_SAMPLE_RATIO`.
 pub const DEFAULT_SAMPLE_RATIO: f64 = 0.01;
 /// How long a shutdown waits for the last spans to reach the collector.
