@@ -1,15 +1,19 @@
 //! The mock provider: deterministic OpenAI-shaped answers for every route, without any network.
 //!
 //! The reply text and the token counts depend only on the request, so tests can assert them;
-//! ids are fresh per call, so a test can tell a replayed answer from a new one. When a chat
-//! request (or a response) offers tools and its last message is the user's, the mock calls
-//! the first tool (or the one `tool_choice` names) with `{}`; after the tool's result it
-//! answers in text, so an agent loop runs end to end in dev mode.
+//! ids are fresh per call, so a test can tell a replayed answer from a new one. When a request
+//! offers tools and its last message is the user's, the mock calls the first tool (or the one
+//! `tool_choice` names) with arguments made from the tool's JSON schema; after the tool's
+//! result it answers in text, so an agent loop runs end to end in dev mode. A request that asks
+//! for structured output (`response_format`, `text.format`, Anthropic's `output_format` or
+//! `output_config.format`) is answered with an instance of its schema as the text, so
+//! `parse()` and its kin get what they validate.
 
 mod chat;
 mod embeddings;
 mod messages;
 mod responses;
+mod schema;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -88,10 +92,42 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// The tool the mock calls, when it calls one: offered tools, a last message from the user,
-/// and a `tool_choice` that is not `none`. Its name is the one `tool_choice` names, else the
-/// first function tool's.
-fn tool_to_call<'a>(json: &'a Map<String, Value>, last_role: Option<&str>) -> Option<&'a str> {
+/// A tool call the mock makes: the tool's name and arguments that fit its schema.
+struct Call<'a> {
+    name: &'a str,
+    arguments: Value,
+}
+
+impl Call<'_> {
+    fn completion_tokens(&self) -> u64 {
+        tokens(self.name) + tokens(&self.arguments.to_string())
+    }
+}
+
+/// The call the mock makes to one of `tools`, if any: the one named `chosen`, else the first
+/// that `callable` accepts; its arguments are made from the schema `schema_of` finds in it.
+fn call_among<'a>(
+    tools: &'a [Value],
+    chosen: Option<&str>,
+    callable: impl Fn(&Value) -> bool,
+    name_of: impl Fn(&'a Value) -> Option<&'a str>,
+    schema_of: impl Fn(&'a Value) -> Option<&'a Value>,
+) -> Option<Call<'a>> {
+    let tool = match chosen {
+        Some(chosen) => tools.iter().find(|t| name_of(t) == Some(chosen))?,
+        None => tools.iter().find(|t| callable(t) && name_of(t).is_some())?,
+    };
+    Some(Call {
+        name: name_of(tool)?,
+        arguments: schema::object(schema_of(tool)),
+    })
+}
+
+/// The OpenAI-shaped tool the mock calls, when it calls one: offered tools, a last message from
+/// the user, and a `tool_choice` that is not `none`. It is the one `tool_choice` names, else
+/// the first function tool. Chat nests a tool's name and parameters under `function`; the
+/// Responses API does not.
+fn tool_to_call<'a>(json: &'a Map<String, Value>, last_role: Option<&str>) -> Option<Call<'a>> {
     let tools = json.get("tools")?.as_array()?;
     if last_role != Some("user") || json.get("tool_choice") == Some(&json!("none")) {
         return None;
@@ -101,18 +137,59 @@ fn tool_to_call<'a>(json: &'a Map<String, Value>, last_role: Option<&str>) -> Op
             .or_else(|| v.get("name"))
             .and_then(Value::as_str)
     };
-    if let Some(chosen) = json.get("tool_choice").filter(|c| c.is_object()) {
-        return name_of(chosen);
-    }
-    tools
-        .iter()
-        .filter(|t| t.get("type") == Some(&json!("function")))
-        .find_map(name_of)
+    let chosen = json
+        .get("tool_choice")
+        .filter(|c| c.is_object())
+        .and_then(name_of);
+    call_among(
+        tools,
+        chosen,
+        |t| t.get("type") == Some(&json!("function")),
+        name_of,
+        |t| {
+            t.pointer("/function/parameters")
+                .or_else(|| t.get("parameters"))
+        },
+    )
 }
 
-/// The words of [`MOCK_REPLY`], each a stream delta.
-fn reply_words() -> impl Iterator<Item = &'static str> {
-    MOCK_REPLY.split_inclusive(' ')
+/// The text of an answer: an instance of the schema `format` asks for (OpenAI's
+/// `response_format` or `text.format`, Anthropic's `output_format`), `{"reply": …}` for a plain
+/// JSON object, else [`MOCK_REPLY`].
+fn reply_text(format: Option<&Value>) -> String {
+    let kind = format.and_then(|f| f.get("type")).and_then(Value::as_str);
+    match (kind, format) {
+        (Some("json_schema"), Some(format)) => {
+            let schema = format
+                .get("schema")
+                .or_else(|| format.pointer("/json_schema/schema"));
+            schema::object(schema).to_string()
+        }
+        (Some("json_object"), _) => json!({ "reply": MOCK_REPLY }).to_string(),
+        _ => MOCK_REPLY.to_owned(),
+    }
+}
+
+/// `text` in stream deltas: word by word, no piece longer than a few characters more than 16.
+fn pieces(text: &str) -> Vec<&str> {
+    const MOST: usize = 16;
+    let mut out = Vec::new();
+    for word in text.split_inclusive(' ') {
+        let mut rest = word;
+        while rest.len() > MOST {
+            let mut cut = MOST;
+            while !rest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            let (head, tail) = rest.split_at(cut);
+            out.push(head);
+            rest = tail;
+        }
+        if !rest.is_empty() {
+            out.push(rest);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
