@@ -60,14 +60,11 @@ async fn provider(_request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>
 }
 
 fn context() -> OrgContext {
-    OrgContext {
-        org_id: Uuid::from_u128(0x0190f5a4_8e2c_7b7e_a1a4_3c1d2e3f0001),
-        permissions: Permissions::CHAT_COMPLETIONS,
-        token_id: Uuid::from_u128(0x0190f5a4_8e2c_7b7e_a1a4_3c1d2e3f4a5b),
-        user_id: None,
-        agent_id: None,
-        limits: Default::default(),
-    }
+    OrgContext::new(
+        Uuid::from_u128(0x0190f5a4_8e2c_7b7e_a1a4_3c1d2e3f0001),
+        Permissions::CHAT_COMPLETIONS,
+        Uuid::from_u128(0x0190f5a4_8e2c_7b7e_a1a4_3c1d2e3f4a5b),
+    )
 }
 
 /// One request as a client sends it; `key` adds an `Idempotency-Key`.

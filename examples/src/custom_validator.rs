@@ -19,9 +19,8 @@ use axum::extract::Extension;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use svc_tower::auth::{
-    PAT_PREFIX, PatAuthLayer, RequirePermissionLayer, TokenError, TokenValidator,
-};
+use svc_core::pat::PREFIX;
+use svc_tower::auth::{PatAuthLayer, RequirePermissionLayer, TokenError, TokenValidator};
 use svc_tower::context::{OrgContext, Permissions};
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::request_id::RequestIdLayer;
@@ -55,21 +54,14 @@ impl KeyTable {
     pub fn issue(&self, org_id: Uuid, permissions: Permissions) -> String {
         let token_id = Uuid::new_v4();
         // Any ASCII alphanumeric secret passes PatAuth's shape check.
-        let token = format!("{PAT_PREFIX}{token_id}_{}", Uuid::new_v4().simple());
+        let token = format!("{PREFIX}{token_id}_{}", Uuid::new_v4().simple());
         self.insert(token.clone(), token_id, org_id, permissions);
         token
     }
 
     /// Adds a token known in advance (the example binary's public demo tokens).
     pub fn insert(&self, token: String, token_id: Uuid, org_id: Uuid, permissions: Permissions) {
-        let context = OrgContext {
-            org_id,
-            permissions,
-            token_id,
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        };
+        let context = OrgContext::new(org_id, permissions, token_id);
         let entry = Entry {
             context,
             revoked: false,

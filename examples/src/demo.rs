@@ -62,14 +62,7 @@ impl Demo {
 
     /// The token validator knowing this demo's tokens.
     pub fn tokens(&self) -> MemoryTokens {
-        let context = |permissions| OrgContext {
-            org_id: self.org_id,
-            permissions,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        };
+        let context = |permissions| OrgContext::new(self.org_id, permissions, Uuid::new_v4());
         MemoryTokens::new([
             (
                 self.chat_token.clone(),

@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| svc_auth_server::pat::fuzz_parse(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| svc_core::pat::fuzz_parse(data));

@@ -18,7 +18,7 @@ use crate::migrate::{self, MigrateError};
 use crate::pat::Pat;
 use crate::store::{AuditAction, AuditEntry, BootstrapOrg, NewToken, PgStore, Store, StoreError};
 use crate::verify::{HashError, Hasher};
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 
 /// Which org to mint for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,8 @@ mod incoming;
 pub mod metrics;
 pub mod migrate;
 pub mod ops;
-pub mod pat;
+/// The PAT format this server mints and checks (svc-core's).
+pub use svc_core::pat;
 pub mod seed;
 pub mod server;
 pub mod store;

@@ -8,7 +8,18 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use svc_tower::metrics::{ResultLabel, latency_histogram};
+
+/// A `result` label: `ok`, `invalid`, `error`, `timeout`, ...
+#[derive(Debug, Clone, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ResultLabel {
+    /// A word from a small fixed set.
+    pub result: &'static str,
+}
+
+/// A histogram with the latency buckets every svc service uses.
+pub fn latency_histogram() -> Histogram {
+    Histogram::new(svc_core::LATENCY_BUCKETS)
+}
 
 /// Every metric the auth server records.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use serde::Serialize;
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use svc_runtime::{Environment, Secret};

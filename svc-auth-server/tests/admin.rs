@@ -6,8 +6,8 @@ mod common;
 use chrono::{Duration, Utc};
 use common::*;
 use svc_auth_server::store::{NewToken, Store};
+use svc_core::permissions::Permissions;
 use svc_proto::v1;
-use svc_tower::context::Permissions;
 use tonic::{Code, Request};
 use uuid::Uuid;
 

@@ -166,7 +166,7 @@ async fn migrate_then_seed_prints_working_tokens() {
         .unwrap();
     assert_eq!(
         admin.permissions,
-        svc_tower::context::Permissions::ALL_KNOWN.bits()
+        svc_core::permissions::Permissions::ALL_KNOWN.bits()
     );
     let chat = validate(&mut client, output["chat_token"].as_str().unwrap())
         .await
@@ -337,7 +337,7 @@ async fn bootstrap_in_production_mints_an_admin_token_that_runs_the_org() {
     assert_eq!(validated.org_id, org_id);
     assert_eq!(
         validated.permissions,
-        svc_tower::context::Permissions::ALL_KNOWN.bits()
+        svc_core::permissions::Permissions::ALL_KNOWN.bits()
     );
     let agent = client
         .create_agent(bearer(

@@ -6,8 +6,8 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
+use svc_core::permissions::Permissions;
 use svc_proto::v1;
-use svc_tower::context::Permissions;
 use tonic::Code;
 use uuid::Uuid;
 

@@ -13,9 +13,9 @@ use common::*;
 use serde_json::Value;
 use svc_auth_server::pat::Pat;
 use svc_auth_server::telemetry::{self, LogFormat, LogLevel, LogSettings};
+use svc_core::trace::TraceId;
+use svc_core::trace::TraceParent;
 use svc_proto::v1;
-use svc_tower::request_id::TraceId;
-use svc_tower::trace_context::TraceParent;
 use tonic::Request;
 use tracing_subscriber::fmt::MakeWriter;
 

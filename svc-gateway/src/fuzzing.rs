@@ -10,10 +10,12 @@ use futures_util::stream;
 use http::{HeaderMap, HeaderValue, Method, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use svc_tower::auth::{bearer_token, is_pat_shaped};
+use svc_core::pat::is_shaped;
+use svc_tower::auth::bearer_token;
 use svc_tower::error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
 use svc_tower::idempotency::Fingerprint;
 
+use crate::provider::live::messages;
 use crate::provider::{EventStream, anthropic};
 use crate::request::Endpoint;
 use crate::sse::SseBody;
@@ -111,7 +113,7 @@ pub fn bearer(data: &[u8]) {
     let mut headers = HeaderMap::new();
     headers.insert(header::AUTHORIZATION, value);
     if let Ok(token) = bearer_token(&headers) {
-        assert!(is_pat_shaped(token));
+        assert!(is_shaped(token));
         assert!(data.windows(token.len()).any(|w| w == token.as_bytes()));
     }
 }
@@ -159,23 +161,56 @@ pub fn sse(data: &[u8]) {
     assert!(out.len() <= sent.len());
 }
 
-/// A valid chat request always translates to a Messages body or a clear refusal; any Messages
-/// answer and any Messages event stream translate back without a panic.
+/// A valid chat or Responses request always translates to a Messages body or a clear refusal,
+/// and a valid Messages request to a chat body; any answer and any event stream translate back
+/// without a panic.
 pub fn anthropic(data: &[u8]) {
     if let Ok(api) = validate::request(
         Endpoint::ChatCompletions,
         &json_headers(),
         Bytes::copy_from_slice(data),
-    ) && let Ok(body) = anthropic::request_body(&api)
+    ) && let Ok(translated) = anthropic::request_body(&api)
     {
+        let body = translated.body;
         assert!(body["messages"].is_array(), "{body}");
         assert!(body["max_tokens"].as_u64().is_some(), "{body}");
     }
     if let Ok(message) = serde_json::from_slice::<Value>(data) {
-        let completion = anthropic::completion(&message, 0);
+        let completion = anthropic::completion(&message, 0, Some("out"));
         assert!(completion["choices"].is_array());
     }
-    let translated = anthropic::chunks(events(chunked(data)), 0);
+    if let Ok(api) = validate::request(
+        Endpoint::Responses,
+        &json_headers(),
+        Bytes::copy_from_slice(data),
+    ) {
+        if let Ok(translated) = anthropic::responses_request_body(&api) {
+            assert!(translated.body["messages"].is_array());
+        }
+        let echo = anthropic::ResponsesEcho::of(&api, 0, Some("out".into()));
+        if let Ok(message) = serde_json::from_slice::<Value>(data) {
+            assert_eq!(
+                anthropic::responses_answer(&message, &echo)["object"],
+                "response"
+            );
+        }
+        let translated = anthropic::responses_events(events(chunked(data)), echo);
+        let _ = block_on(SseBody::new(translated, "req".into(), None).collect());
+    }
+    if let Ok(api) = validate::request(
+        Endpoint::Messages,
+        &json_headers(),
+        Bytes::copy_from_slice(data),
+    ) && let Ok(chat) = messages::request::body(&api)
+    {
+        assert!(chat["messages"].is_array(), "{chat}");
+    }
+    if let Ok(chat) = serde_json::from_slice::<Value>(data) {
+        assert_eq!(messages::answer::message(&chat)["type"], "message");
+    }
+    let translated = messages::stream::events(events(chunked(data)));
+    let _ = block_on(SseBody::new(translated, "req".into(), None).collect());
+    let translated = anthropic::chunks(events(chunked(data)), 0, None);
     let body = SseBody::new(translated, "req".into(), None);
     let _ = block_on(body.collect());
 }

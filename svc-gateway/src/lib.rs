@@ -16,6 +16,7 @@ pub mod deadline;
 pub mod error_report;
 pub mod forward;
 #[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod http_metrics;
 pub mod ledger;

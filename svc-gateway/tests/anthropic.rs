@@ -211,8 +211,9 @@ async fn targets_of_both_kinds_serve_one_model() {
     let reply = post(&env, "/v1/messages", &messages_body("mixed"), &[]).await;
     assert_eq!(reply.status, 200);
     assert_eq!(anthropic.last_body()["model"], "claude-mixed");
+    // An OpenAI-compatible target is called by translation (here, nothing listens there).
     let reply = post(&env, "/v1/messages", &messages_body("gpt-4o"), &[]).await;
-    assert_envelope(&reply, 501, "PROVIDER_NOT_CONFIGURED");
+    assert_envelope(&reply, 503, "PROVIDER_UNAVAILABLE");
     assert_eq!(anthropic.seen().len(), 1);
 
     // A chat request falls back across kinds: the OpenAI-compatible target refuses the

@@ -29,19 +29,8 @@ const SCRIPT_DEADLINE: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_sdks_talk_to_a_claude_model() {
-    let sdks = || {
-        install::venv(
-            "anthropic-venv",
-            &["anthropic", "openai"],
-            "import anthropic, openai",
-        )
-    };
-    let python = match tokio::task::spawn_blocking(sdks).await.unwrap() {
-        Ok(python) => python,
-        Err(why) => {
-            println!("skipped: the Anthropic and OpenAI Python SDKs cannot run: {why}");
-            return;
-        }
+    let Some(python) = install::both_python_sdks().await else {
+        return;
     };
     let anthropic = Anthropic::start().await;
     let file = format!(

@@ -134,13 +134,16 @@ async fn the_gateway_role_records_sessions_and_cannot_touch_tokens() {
     store.pool().close().await;
 }
 
-/// The README's statements for the gateway's database user, in the order written.
+/// The production guide's statements for the gateway's database user, in the order written.
 fn documented_gateway_user() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("the README");
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operations/production.md"
+    ))
+    .expect("docs/operations/production.md");
     let mut lines = readme
         .lines()
-        .skip_while(|l| l.trim() != "## Running in production");
+        .skip_while(|l| l.trim() != "# Running in production");
     lines
         .find(|l| l.trim() == "```sql")
         .expect("a sql block under Running in production");

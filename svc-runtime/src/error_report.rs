@@ -23,7 +23,7 @@ use sentry::types::Dsn;
 use sentry::{
     ClientInitGuard, ClientOptions, Hub, Integration, Transport, TransportFactory, TransportOptions,
 };
-use svc_tower::request_id::TraceId;
+use svc_core::trace::TraceId;
 
 use crate::config::Environment;
 use crate::secret::Secret;

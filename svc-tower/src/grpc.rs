@@ -295,19 +295,22 @@ fn org_context(response: ValidateTokenResponse) -> Option<OrgContext> {
             Some(id) => Uuid::try_parse(id).ok().map(Some),
         }
     }
-    Some(OrgContext {
-        org_id: Uuid::try_parse(&response.org_id).ok()?,
-        permissions: Permissions::from_bits(response.permissions),
-        token_id: Uuid::try_parse(&response.token_id).ok()?,
-        user_id: optional(response.user_id)?,
-        agent_id: optional(response.agent_id)?,
-        // A limit of 0 would refuse everything; the server never issues one, so it is read
-        // as no limit of the token's own.
-        limits: TokenLimits {
-            requests_per_minute: response.rpm_limit.filter(|n| *n > 0),
-            tokens_per_minute: response.tpm_limit.filter(|n| *n > 0),
-        },
-    })
+    let context = OrgContext::new(
+        Uuid::try_parse(&response.org_id).ok()?,
+        Permissions::from_bits(response.permissions),
+        Uuid::try_parse(&response.token_id).ok()?,
+    );
+    Some(
+        context
+            .with_user(optional(response.user_id)?)
+            .with_agent(optional(response.agent_id)?)
+            // A limit of 0 would refuse everything; the server never issues one, so it is
+            // read as no limit of the token's own.
+            .with_limits(TokenLimits {
+                requests_per_minute: response.rpm_limit.filter(|n| *n > 0),
+                tokens_per_minute: response.tpm_limit.filter(|n| *n > 0),
+            }),
+    )
 }
 
 fn token_error(status: &Status) -> TokenError {

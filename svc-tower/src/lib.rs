@@ -23,14 +23,7 @@
 //!     let known = token == TOKEN;
 //!     async move {
 //!         match known {
-//!             true => Ok(OrgContext {
-//!                 org_id,
-//!                 permissions: Permissions::CHAT_COMPLETIONS,
-//!                 token_id: Uuid::now_v7(),
-//!                 user_id: None,
-//!                 agent_id: None,
-//!                 limits: Default::default(),
-//!             }),
+//!             true => Ok(OrgContext::new(org_id, Permissions::CHAT_COMPLETIONS, Uuid::now_v7())),
 //!             false => Err(TokenError::Invalid),
 //!         }
 //!     }

@@ -26,14 +26,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Histogram buckets from 1 ms to 5 s.
-pub const LATENCY_BUCKETS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-];
-
-/// A histogram with [`LATENCY_BUCKETS`].
+/// A histogram with the latency buckets every svc service uses (1 ms to 5 s).
 pub fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_BUCKETS)
+    Histogram::new(svc_core::LATENCY_BUCKETS)
 }
 
 /// A `result` label: `ok`, `invalid`, `error`, `timeout`, ... For a service's own metrics

@@ -56,14 +56,15 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 use uuid::Uuid;
 
+use svc_core::trace::TRACEPARENT;
+pub use svc_core::trace::TraceId;
+
 /// `X-Request-ID`, the default request id header.
 pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// `X-Trace-ID`, the default trace id header.
 pub static X_TRACE_ID: HeaderName = HeaderName::from_static("x-trace-id");
 /// `X-Response-Time`, in milliseconds.
 pub static X_RESPONSE_TIME: HeaderName = HeaderName::from_static("x-response-time");
-/// The W3C trace context header.
-pub static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// The id of one request, in the request extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -108,67 +109,6 @@ impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.0.hyphenated(), f)
     }
-}
-
-/// The W3C trace id of one request (16 bytes, shown as 32 lower-case hex digits), in the
-/// request extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TraceId(u128);
-
-impl TraceId {
-    /// A fresh random trace id.
-    pub fn random() -> TraceId {
-        // A v4 UUID is 122 random bits and never zero, which is all a trace id asks for.
-        TraceId(Uuid::new_v4().as_u128())
-    }
-
-    /// The trace id of a valid `traceparent` header value, or `None`.
-    ///
-    /// Follows W3C Trace Context level 1: lower-case hex only, the all-zero trace and parent
-    /// ids and version `ff` are invalid, version `00` is exactly 55 bytes long, and later
-    /// versions may append fields after a `-`.
-    pub fn from_traceparent(value: &[u8]) -> Option<TraceId> {
-        if value.len() < 55 || value[2] != b'-' || value[35] != b'-' || value[52] != b'-' {
-            return None;
-        }
-        let version = hex(&value[0..2])?;
-        let trace = hex(&value[3..35])?;
-        let parent = hex(&value[36..52])?;
-        hex(&value[53..55])?;
-        let tail_ok = match version {
-            0 => value.len() == 55,
-            0xff => false,
-            _ => value.len() == 55 || value[55] == b'-',
-        };
-        (tail_ok && trace != 0 && parent != 0).then_some(TraceId(trace))
-    }
-
-    /// The id as a number.
-    pub fn as_u128(self) -> u128 {
-        self.0
-    }
-
-    fn header_value(self) -> HeaderValue {
-        HeaderValue::try_from(self.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
-    }
-}
-
-impl fmt::Display for TraceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
-    }
-}
-
-/// Parses lower-case hex (at most 32 digits).
-fn hex(digits: &[u8]) -> Option<u128> {
-    digits.iter().try_fold(0u128, |acc, &d| {
-        let nibble = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            _ => return None,
-        };
-        Some(acc << 4 | u128::from(nibble))
-    })
 }
 
 /// Applies [`RequestIdService`]; see the [module docs](self).

@@ -49,15 +49,13 @@
 //! downstream spans hang under a span that was really exported. svc-tower itself knows no
 //! tracer; the extension is the whole interface.
 
-use std::fmt;
 use std::future::Future;
 
-use http::{Extensions, HeaderValue};
-use uuid::Uuid;
+use http::Extensions;
 
 use crate::request_id::TraceId;
 
-pub use crate::request_id::TRACEPARENT;
+pub use svc_core::trace::{TRACEPARENT, TraceParent};
 
 tokio::task_local! {
     static CURRENT: Option<Scoped>;
@@ -75,7 +73,7 @@ pub(crate) enum Scoped {
 pub fn current() -> Option<TraceId> {
     match CURRENT.try_with(|scoped| *scoped).ok().flatten()? {
         Scoped::Trace(trace) => Some(trace),
-        Scoped::Parent(parent) => Some(parent.trace_id),
+        Scoped::Parent(parent) => Some(parent.trace_id()),
     }
 }
 
@@ -123,100 +121,9 @@ pub(crate) fn scope_request<F: Future>(
     CURRENT.scope(scoped, future)
 }
 
-/// One outbound call's `traceparent`: version `00`, the request's trace id, a parent (span) id
-/// and the `sampled` flag.
-///
-/// Without a tracer, each call gets its own parent id from [`child_of`](TraceParent::child_of),
-/// so the downstream spans of two calls of one request are siblings under the same trace
-/// rather than one span reported twice. With one, [`new`](TraceParent::new) carries the
-/// tracer's span id and decision. As a request extension it is the parent every call of the
-/// request carries (see the [module docs](self)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceParent {
-    trace_id: TraceId,
-    parent_id: u64,
-    sampled: bool,
-}
-
-impl TraceParent {
-    /// A fresh parent id in `trace_id`, sampled.
-    pub fn child_of(trace_id: TraceId) -> TraceParent {
-        let (high, low) = Uuid::new_v4().as_u64_pair();
-        // Each half has fixed version or variant bits; their xor has none. Zero is invalid.
-        TraceParent {
-            trace_id,
-            parent_id: (high ^ low).max(1),
-            sampled: true,
-        }
-    }
-
-    /// A tracer's span: its trace, its span id and its sampling decision; `None` for the
-    /// all-zero span id, which W3C trace context forbids.
-    pub fn new(trace_id: TraceId, parent_id: u64, sampled: bool) -> Option<TraceParent> {
-        (parent_id != 0).then_some(TraceParent {
-            trace_id,
-            parent_id,
-            sampled,
-        })
-    }
-
-    /// The trace the call belongs to.
-    pub fn trace_id(self) -> TraceId {
-        self.trace_id
-    }
-
-    /// The parent id the downstream service sees (never zero).
-    pub fn parent_id(self) -> u64 {
-        self.parent_id
-    }
-
-    /// Whether the caller recorded its span, the flag a parent-based sampler follows.
-    pub fn sampled(self) -> bool {
-        self.sampled
-    }
-
-    /// The header value, `00-<32 hex>-<16 hex>-01` when sampled, else `...-00`.
-    pub fn header_value(self) -> HeaderValue {
-        // Lower-case hex and dashes only.
-        HeaderValue::try_from(self.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
-    }
-}
-
-impl fmt::Display for TraceParent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let flags = u8::from(self.sampled);
-        write!(
-            f,
-            "00-{}-{:016x}-{flags:02x}",
-            self.trace_id, self.parent_id
-        )
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_traceparent_is_valid_w3c_and_keeps_the_trace() {
-        let trace = TraceId::random();
-        let parent = TraceParent::child_of(trace);
-        let value = parent.header_value();
-        let text = value.to_str().unwrap();
-        assert_eq!(text.len(), 55);
-        assert_eq!(TraceId::from_traceparent(text.as_bytes()), Some(trace));
-        assert_eq!(&text[36..52], format!("{:016x}", parent.parent_id()));
-        assert_eq!(parent.trace_id(), trace);
-    }
-
-    #[test]
-    fn each_call_gets_its_own_parent_id() {
-        let trace = TraceId::random();
-        let ids: std::collections::HashSet<u64> = (0..64)
-            .map(|_| TraceParent::child_of(trace).parent_id())
-            .collect();
-        assert_eq!(ids.len(), 64);
-        assert!(!ids.contains(&0));
-    }
 
     #[tokio::test]
     async fn the_scope_is_visible_across_awaits_and_ends_with_it() {
@@ -230,25 +137,6 @@ mod tests {
         assert_eq!(current(), None);
         let hidden = scope(Some(trace), scope(None, async { current() })).await;
         assert_eq!(hidden, None);
-    }
-
-    #[test]
-    fn the_flags_carry_the_sampling_decision() {
-        let trace = TraceId::random();
-        let kept = TraceParent::new(trace, 0x00f067aa0ba902b7, true).unwrap();
-        let dropped = TraceParent::new(trace, 0x00f067aa0ba902b7, false).unwrap();
-        assert_eq!(kept.to_string(), format!("00-{trace}-00f067aa0ba902b7-01"));
-        assert_eq!(
-            dropped.header_value(),
-            format!("00-{trace}-00f067aa0ba902b7-00").as_str()
-        );
-        assert!(kept.sampled() && !dropped.sampled());
-        assert_eq!(
-            TraceId::from_traceparent(dropped.to_string().as_bytes()),
-            Some(trace)
-        );
-        assert!(TraceParent::child_of(trace).sampled());
-        assert_eq!(TraceParent::new(trace, 0, true), None);
     }
 
     #[tokio::test]

@@ -200,14 +200,11 @@ async fn an_unreachable_auth_service_is_service_degraded() {
 /// PatAuth over an in-memory validator, so the agent rows run alone.
 fn any_token(org_id: Uuid) -> impl TokenValidator {
     move |_: &str| async move {
-        Ok(OrgContext {
+        Ok(OrgContext::new(
             org_id,
-            permissions: Permissions::CHAT_COMPLETIONS,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        })
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        ))
     }
 }
 

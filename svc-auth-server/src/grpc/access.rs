@@ -1,7 +1,7 @@
 //! Who may call what: each administrative RPC's permission, and the audit action under which
 //! its grants and refusals are recorded.
 
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use tonic::Status;
 use uuid::Uuid;
 

@@ -5,8 +5,8 @@
 //! and nothing caches it, so a paused agent's next request on any gateway is refused, and a
 //! resumed agent's next request passes.
 
+use svc_core::permissions::Permissions;
 use svc_proto::v1;
-use svc_tower::context::Permissions;
 use tonic::Status;
 use uuid::Uuid;
 

@@ -8,7 +8,7 @@ use super::convert::{audit_event, encode_cursor, optional_time, page_cursor};
 use super::{next_page, page_size, status};
 use crate::store::{AuditAction, AuditQuery, Store};
 use crate::verify::ValidToken;
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 
 pub(super) const LIST: Op = Op::read("ListAuditEvents", Permissions::AUDIT_READ, "AUDIT_READ");
 

@@ -65,7 +65,7 @@ pub(crate) fn within_issuer(
 #[cfg(test)]
 mod tests {
     use chrono::Duration;
-    use svc_tower::context::Permissions;
+    use svc_core::permissions::Permissions;
 
     use super::*;
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
+use svc_core::permissions::Permissions;
 use svc_proto::v1;
 use svc_proto::v1::auth_service_server::AuthService;
-use svc_tower::context::Permissions;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Request, Response, Status};
 use tracing::Instrument;

@@ -5,8 +5,8 @@
 //! metadata is caller-controlled text and never reaches a log line.
 
 use http::HeaderMap;
-use svc_tower::request_id::TraceId;
-use svc_tower::trace_context::TRACEPARENT;
+use svc_core::trace::TRACEPARENT;
+use svc_core::trace::TraceId;
 use tonic::metadata::MetadataMap;
 use tracing::Span;
 use tracing::field::{Empty, display};

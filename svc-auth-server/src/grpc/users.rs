@@ -1,7 +1,7 @@
 //! CreateUser and ListUsers: the org's human operators.
 
+use svc_core::permissions::Permissions;
 use svc_proto::v1;
-use svc_tower::context::Permissions;
 use tonic::Status;
 use uuid::Uuid;
 

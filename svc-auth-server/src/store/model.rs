@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 /// A tenant.

@@ -57,7 +57,7 @@ pub(super) async fn check_token_references<C: ReferenceLookups>(
 
 #[cfg(test)]
 mod tests {
-    use svc_tower::context::Permissions;
+    use svc_core::permissions::Permissions;
 
     use super::*;
 

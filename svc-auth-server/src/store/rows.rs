@@ -5,7 +5,7 @@
 //! Everything else about a row, and how it becomes a record, is the same on every backend.
 
 use chrono::{DateTime, Utc};
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use super::{

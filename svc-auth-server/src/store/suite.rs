@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use chrono::{Duration, Utc};
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use super::{

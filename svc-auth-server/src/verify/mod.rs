@@ -33,7 +33,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use svc_tower::context::Permissions;
+use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use crate::pat::{Pat, PatError};

@@ -1,6 +1,7 @@
-//! The README's "Onboard an agent" block, run as written against the real binaries: the auth
-//! server (production settings) over a fresh migrated database and a gateway on the mock
-//! provider, both on loopback ports. The README cannot drift from what the commands do.
+//! The agents guide's "Onboard an agent" block (`docs/guide/agents.md`), run as written
+//! against the real binaries: the auth server (production settings) over a fresh migrated
+//! database and a gateway on the mock provider, both on loopback ports. The guide cannot drift
+//! from what the commands do.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -28,7 +29,7 @@ fn walkthrough(readme: &str) -> String {
     let mut lines = readme.lines();
     lines
         .find(|line| line.trim_end() == HEADING)
-        .unwrap_or_else(|| panic!("the README has a {HEADING:?} section"));
+        .unwrap_or_else(|| panic!("the agents guide has a {HEADING:?} section"));
     let mut lines = lines.skip_while(|line| !line.trim_start().starts_with("```"));
     lines.next().expect("a fenced block");
     lines
@@ -69,8 +70,9 @@ async fn wait_for_port(port: u16) {
 }
 
 #[tokio::test]
-async fn the_readme_walkthrough_runs_as_written() {
-    let block = walkthrough(&std::fs::read_to_string(repo_root().join("README.md")).unwrap());
+async fn the_onboarding_walkthrough_runs_as_written() {
+    let guide = repo_root().join("docs/guide/agents.md");
+    let block = walkthrough(&std::fs::read_to_string(guide).unwrap());
     assert!(block.contains("svc-auth-server bootstrap"), "{block}");
 
     // The sibling binaries, built as `cargo test --workspace` builds them.

@@ -7,6 +7,7 @@
 //! | 401, 403, 404, any other 4xx, 5xx, 1xx, 3xx, transport failure, unreadable body | 503 PROVIDER_UNAVAILABLE |
 //! | 408, or no answer within `SVC_PROVIDER_TIMEOUT` | 504 PROVIDER_TIMEOUT |
 //! | model not in the registry | 501 PROVIDER_NOT_CONFIGURED, `x-should-retry: false` |
+//! | a field the target's API has no counterpart for (found while translating) | 400 VALIDATION_ERROR, the field named |
 //!
 //! 409, 413 and 422 are how OpenAI-compatible servers (vLLM, llama.cpp, LiteLLM) refuse a
 //! payload, so they are the client's problem like a 400. Every other unexpected status is the
@@ -20,7 +21,7 @@
 use std::fmt;
 
 use http::{HeaderValue, StatusCode};
-use svc_tower::error::{ApiError, ErrorCode, X_SHOULD_RETRY};
+use svc_tower::error::{ApiError, ErrorCode, FieldError, FieldErrorCode, X_SHOULD_RETRY};
 
 /// Longest `detail` carried over from a provider's error message, in characters.
 pub const MAX_DETAIL_CHARS: usize = 512;
@@ -47,6 +48,9 @@ pub enum ProviderError {
     },
     /// The provider did not answer within the deadline.
     Timeout,
+    /// The request holds something the target's API cannot express: found while translating
+    /// it, before any call, and named rather than dropped.
+    Untranslatable(FieldError),
 }
 
 impl ProviderError {
@@ -69,8 +73,16 @@ impl ProviderError {
             ProviderError::Unavailable { reason } => {
                 [Self::UNREACHABLE, Self::SERVER_ERROR, Self::MID_BODY].contains(reason)
             }
-            ProviderError::NotConfigured | ProviderError::Rejected { .. } => false,
+            ProviderError::NotConfigured
+            | ProviderError::Rejected { .. }
+            | ProviderError::Untranslatable(_) => false,
         }
+    }
+
+    /// The refusal of `field`, which the target's API has no counterpart for; `message` says
+    /// why without echoing the value.
+    pub fn untranslatable(field: impl Into<String>, message: impl Into<String>) -> ProviderError {
+        ProviderError::Untranslatable(FieldError::new(field, FieldErrorCode::InvalidEnum, message))
     }
 
     /// The error for an upstream status that is not a success.
@@ -118,6 +130,9 @@ impl ProviderError {
             ProviderError::Unavailable { .. } => ApiError::new(ErrorCode::ProviderUnavailable)
                 .with_retry_after(DEFAULT_RETRY_AFTER_SECS),
             ProviderError::Timeout => ApiError::new(ErrorCode::ProviderTimeout),
+            ProviderError::Untranslatable(field) => {
+                ApiError::new(ErrorCode::ValidationError).with_field_error(field.clone())
+            }
         }
     }
 }
@@ -130,6 +145,9 @@ impl fmt::Display for ProviderError {
             ProviderError::RateLimited { .. } => f.write_str("provider rate limited"),
             ProviderError::Unavailable { reason } => f.write_str(reason),
             ProviderError::Timeout => f.write_str("provider timed out"),
+            ProviderError::Untranslatable(_) => {
+                f.write_str("request cannot be translated for the provider")
+            }
         }
     }
 }
@@ -243,6 +261,12 @@ mod tests {
             (err.status().as_u16(), err.code().as_str()),
             (504, "PROVIDER_TIMEOUT")
         );
+        let err = ProviderError::untranslatable("n", "n above 1 cannot be sent").to_api_error();
+        assert_eq!(
+            (err.status().as_u16(), err.code().as_str()),
+            (400, "VALIDATION_ERROR")
+        );
+        assert_eq!(err.field_errors()[0].field, "n");
     }
 
     #[test]

@@ -12,11 +12,6 @@ use prometheus_client::registry::Registry;
 
 use super::ProviderError;
 
-/// Seconds to a provider's response head: 50 ms to two minutes.
-const LATENCY_BUCKETS: [f64; 12] = [
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0,
-];
-
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderLabel {
     provider: String,
@@ -29,7 +24,7 @@ struct OutcomeLabel {
 }
 
 fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_BUCKETS)
+    Histogram::new(svc_core::LATENCY_BUCKETS)
 }
 
 /// The provider metric handles; clones share the series.
@@ -63,6 +58,7 @@ fn outcome(result: Result<(), &ProviderError>) -> &'static str {
         Err(ProviderError::Timeout) => "timeout",
         Err(ProviderError::Unavailable { .. }) => "unavailable",
         Err(ProviderError::NotConfigured) => "not_configured",
+        Err(ProviderError::Untranslatable(_)) => "untranslatable",
     }
 }
 

@@ -7,9 +7,9 @@
 //! registry is 501 PROVIDER_NOT_CONFIGURED before any provider is called.
 //!
 //! Three kinds ship: [`mock::MockProvider`], deterministic and in process;
-//! [`live::LiveProvider`], any OpenAI-compatible API under a base URL; and
-//! [`anthropic::AnthropicProvider`], Anthropic's Messages API, which also serves chat
-//! completions by translation.
+//! [`live::LiveProvider`], any OpenAI-compatible API under a base URL, which also serves the
+//! Messages API by translation; and [`anthropic::AnthropicProvider`], Anthropic's Messages API,
+//! which also serves chat completions and the Responses API by translation.
 
 pub mod anthropic;
 mod breaker;
@@ -19,6 +19,7 @@ mod metrics;
 pub mod mock;
 mod registry;
 pub mod system_turns;
+mod translate;
 mod transport;
 
 use std::pin::Pin;

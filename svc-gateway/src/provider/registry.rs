@@ -4,8 +4,9 @@
 //! knows it by. A request goes to its model's first target whose breaker admits it; a target
 //! that cannot be reached, times out before its head, throttles (429) or fails (5xx) hands the
 //! request to the next one. Once a target's answer has begun (a JSON body read whole, or a
-//! stream's head) the chain is over: nothing after that falls back. The last target's failure
-//! is the one the client sees.
+//! stream's head) the chain is over: nothing after that falls back. A target whose protocol
+//! cannot carry the request (a field its translation refuses) hands it on too, without a
+//! call. The last target's failure is the one the client sees.
 //!
 //! A model is looked up by its exact name, then by the longest `prefix*` it starts with; no
 //! match is 501 PROVIDER_NOT_CONFIGURED before any provider is called.
@@ -272,6 +273,17 @@ impl Registry {
                 // OpenAI-compatible API): the next target may; the breaker learns nothing.
                 Err(ProviderError::NotConfigured) => {
                     last.get_or_insert(ProviderError::NotConfigured);
+                    continue;
+                }
+                // This target's protocol cannot carry the request; one of another kind may.
+                // The breaker learns nothing either: no call was made.
+                Err(error @ ProviderError::Untranslatable(_)) => {
+                    if last
+                        .as_ref()
+                        .is_none_or(|l| *l == ProviderError::NotConfigured)
+                    {
+                        last = Some(error);
+                    }
                     continue;
                 }
                 Err(error) => error,

@@ -32,13 +32,11 @@ pub const MAX_MESSAGES: usize = 1000;
 pub const MAX_CONTENT_BYTES: usize = 100 * 1024;
 /// Most inputs of one embeddings request.
 pub const MAX_EMBEDDING_INPUTS: usize = 2048;
-/// Longest accepted `Idempotency-Key`, in characters.
-pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 256;
 /// Bound on reported field errors, so a thousand bad messages cannot make a huge error body.
 pub const MAX_FIELD_ERRORS: usize = 100;
 
 /// The `Idempotency-Key` request header.
-pub static IDEMPOTENCY_KEY: http::HeaderName = http::HeaderName::from_static("idempotency-key");
+pub use svc_tower::idempotency::IDEMPOTENCY_KEY;
 
 /// A refused request. Boxed: an [`ApiError`] is large, and the happy path should not pay
 /// for moving it around.
@@ -139,35 +137,26 @@ struct Errors(Vec<FieldError>);
 
 impl Errors {
     fn push(&mut self, field: impl Into<String>, code: FieldErrorCode, message: impl Into<String>) {
+        self.push_error(FieldError::new(field, code, message));
+    }
+
+    fn push_error(&mut self, error: FieldError) {
         if self.0.len() < MAX_FIELD_ERRORS {
-            self.0.push(FieldError::new(field, code, message));
+            self.0.push(error);
         }
     }
 }
 
-/// Whether a valid `Idempotency-Key` came; an invalid one is a field error.
+/// Whether a valid `Idempotency-Key` came; an invalid one is a field error, by the rule the
+/// idempotency layer applies.
 fn idempotency_key(headers: &HeaderMap, errors: &mut Errors) -> bool {
-    let Some(value) = headers.get(&IDEMPOTENCY_KEY) else {
-        return false;
-    };
-    let field = "Idempotency-Key";
-    let problem = match value.to_str() {
-        Ok("") => (
-            FieldErrorCode::InvalidFormat,
-            "Idempotency-Key must not be empty",
-        ),
-        Ok(key) if key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS => (
-            FieldErrorCode::TooLong,
-            "Idempotency-Key is longer than 256 characters",
-        ),
-        Ok(_) => return true,
-        Err(_) => (
-            FieldErrorCode::InvalidFormat,
-            "Idempotency-Key must be visible ASCII",
-        ),
-    };
-    errors.push(field, problem.0, problem.1);
-    false
+    match svc_tower::idempotency::key(headers) {
+        Ok(key) => key.is_some(),
+        Err(error) => {
+            errors.push_error(error);
+            false
+        }
+    }
 }
 
 fn model(object: &Map<String, Value>, errors: &mut Errors) -> Option<String> {

@@ -152,6 +152,28 @@ pub(crate) fn venv(name: &str, packages: &[&str], probe: &str) -> Result<PathBuf
     Ok(python_in(&dir))
 }
 
+/// The Python of the virtualenv `target/anthropic-venv`, with both official Python SDKs
+/// (`anthropic`, `openai`), or `None` after printing why it cannot be had.
+pub(crate) async fn both_python_sdks() -> Option<PathBuf> {
+    let sdks = || {
+        venv(
+            "anthropic-venv",
+            &["anthropic", "openai"],
+            "import anthropic, openai",
+        )
+    };
+    match tokio::task::spawn_blocking(sdks)
+        .await
+        .expect("the install task")
+    {
+        Ok(python) => Some(python),
+        Err(why) => {
+            println!("skipped: the Anthropic and OpenAI Python SDKs cannot run: {why}");
+            None
+        }
+    }
+}
+
 /// The Python of the virtualenv at `dir`.
 pub(crate) fn python_in(dir: &Path) -> PathBuf {
     dir.join("bin").join("python")

@@ -22,14 +22,7 @@
 //! }));
 //!
 //! // PatAuth puts the context there in a real stack.
-//! let context = OrgContext {
-//!     org_id: Uuid::now_v7(),
-//!     permissions: Permissions::CHAT_COMPLETIONS,
-//!     token_id: Uuid::now_v7(),
-//!     user_id: None,
-//!     agent_id: None,
-//!     limits: Default::default(),
-//! };
+//! let context = OrgContext::new(Uuid::now_v7(), Permissions::CHAT_COMPLETIONS, Uuid::now_v7());
 //! let mut request = Request::builder().header("x-svc-agent-id", agent.to_string()).body(()).unwrap();
 //! request.extensions_mut().insert(context.clone());
 //! let response = svc.clone().oneshot(request).await.unwrap();

@@ -171,14 +171,12 @@ mod tests {
     use crate::request_id::TraceId;
 
     fn context(bound: Option<Uuid>) -> OrgContext {
-        OrgContext {
-            org_id: Uuid::new_v4(),
-            permissions: Permissions::CHAT_COMPLETIONS,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: bound,
-            limits: Default::default(),
-        }
+        OrgContext::new(
+            Uuid::new_v4(),
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        )
+        .with_agent(bound)
     }
 
     /// Answers with the verified agent id.

@@ -18,14 +18,7 @@
 //!     let known = token == TOKEN;
 //!     async move {
 //!         match known {
-//!             true => Ok(OrgContext {
-//!                 org_id,
-//!                 permissions: Permissions::CHAT_COMPLETIONS,
-//!                 token_id: Uuid::now_v7(),
-//!                 user_id: None,
-//!                 agent_id: None,
-//!                 limits: Default::default(),
-//!             }),
+//!             true => Ok(OrgContext::new(org_id, Permissions::CHAT_COMPLETIONS, Uuid::now_v7())),
 //!             false => Err(TokenError::Invalid),
 //!         }
 //!     }
@@ -78,4 +71,4 @@ mod validator;
 pub use failures::{AddrFn, AuthFailureLimit, DEFAULT_MAX_ADDRESSES};
 pub use permission::{RequirePermission, RequirePermissionLayer};
 pub use service::{PatAuth, PatAuthLayer, PatCheck};
-pub use validator::{PAT_PREFIX, TokenError, TokenValidator, bearer_token, is_pat_shaped};
+pub use validator::{TokenError, TokenValidator, bearer_token};

@@ -95,14 +95,11 @@ mod tests {
 
     fn with_permissions(bits: i64) -> Request<()> {
         let mut req = Request::new(());
-        req.extensions_mut().insert(OrgContext {
-            org_id: Uuid::new_v4(),
-            permissions: Permissions::from_bits(bits),
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        });
+        req.extensions_mut().insert(OrgContext::new(
+            Uuid::new_v4(),
+            Permissions::from_bits(bits),
+            Uuid::new_v4(),
+        ));
         req
     }
 

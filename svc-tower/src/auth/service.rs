@@ -237,14 +237,11 @@ mod tests {
     const TOKEN: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_GoodSecret1";
 
     fn context() -> OrgContext {
-        OrgContext {
-            org_id: Uuid::new_v4(),
-            permissions: Permissions::CHAT_COMPLETIONS,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        }
+        OrgContext::new(
+            Uuid::new_v4(),
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        )
     }
 
     /// Answers with the org of the context, or 500 when there is none.

@@ -2,7 +2,8 @@
 
 use std::future::Future;
 
-use http::{HeaderMap, header};
+use http::HeaderMap;
+use svc_core::bearer::BearerError;
 use uuid::Uuid;
 
 use crate::context::{AgentVerdict, OrgContext};
@@ -95,120 +96,13 @@ where
     }
 }
 
-/// The token prefix of a svc PAT.
-pub const PAT_PREFIX: &str = "svc_pat_";
-
-/// The longest secret accepted; real secrets are far shorter, this only bounds what is
-/// forwarded to the validator.
-const MAX_SECRET_LEN: usize = 256;
-
-/// True when `token` has the PAT shape `svc_pat_<uuid>_<secret>` (hyphenated UUID, ASCII
-/// alphanumeric secret). A token failing this is refused without asking the validator.
-pub fn is_pat_shaped(token: &str) -> bool {
-    let Some(rest) = token.strip_prefix(PAT_PREFIX) else {
-        return false;
-    };
-    let (Some(id), Some(tail)) = (rest.get(..36), rest.get(36..)) else {
-        return false;
-    };
-    let Some(secret) = tail.strip_prefix('_') else {
-        return false;
-    };
-    Uuid::try_parse(id).is_ok()
-        && (1..=MAX_SECRET_LEN).contains(&secret.len())
-        && secret.bytes().all(|b| b.is_ascii_alphanumeric())
-}
-
 /// The PAT of a request's `Authorization: Bearer ...` header.
 ///
 /// No header is [`ErrorCode::MissingToken`]; a repeated header, another scheme, or a value
 /// that is not PAT-shaped is [`ErrorCode::InvalidToken`].
 pub fn bearer_token(headers: &HeaderMap) -> Result<&str, ErrorCode> {
-    let mut values = headers.get_all(header::AUTHORIZATION).iter();
-    let Some(value) = values.next() else {
-        return Err(ErrorCode::MissingToken);
-    };
-    if values.next().is_some() {
-        return Err(ErrorCode::InvalidToken);
-    }
-    let value = value.to_str().map_err(|_| ErrorCode::InvalidToken)?;
-    let (scheme, token) = value.split_once(' ').ok_or(ErrorCode::InvalidToken)?;
-    let token = token.trim();
-    if scheme.eq_ignore_ascii_case("bearer") && is_pat_shaped(token) {
-        Ok(token)
-    } else {
-        Err(ErrorCode::InvalidToken)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use http::HeaderValue;
-
-    use super::*;
-
-    const GOOD: &str = "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_AbC123xyz";
-
-    fn headers(values: &[&str]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for v in values {
-            map.append(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn accepts_a_bearer_pat_in_any_scheme_case() {
-        for value in [
-            format!("Bearer {GOOD}"),
-            format!("bearer {GOOD}"),
-            format!("BEARER  {GOOD} "),
-        ] {
-            assert_eq!(bearer_token(&headers(&[&value])), Ok(GOOD), "{value}");
-        }
-    }
-
-    #[test]
-    fn no_header_is_missing_token() {
-        assert_eq!(
-            bearer_token(&HeaderMap::new()),
-            Err(ErrorCode::MissingToken)
-        );
-    }
-
-    #[test]
-    fn anything_else_is_invalid_token() {
-        let cases = [
-            String::new(),
-            "Bearer".to_owned(),
-            format!("Basic {GOOD}"),
-            "Bearer sk-live-abcdef".to_owned(),
-            "Bearer svc_pat_not-a-uuid_secret".to_owned(),
-            "Bearer svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_".to_owned(),
-            "Bearer svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b-secret".to_owned(),
-            "Bearer svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_sec ret".to_owned(),
-            format!("Bearer {GOOD}{}", "x".repeat(300)),
-        ];
-        for value in cases {
-            assert_eq!(
-                bearer_token(&headers(&[&value])),
-                Err(ErrorCode::InvalidToken),
-                "{value}"
-            );
-        }
-        let twice = format!("Bearer {GOOD}");
-        assert_eq!(
-            bearer_token(&headers(&[&twice, &twice])),
-            Err(ErrorCode::InvalidToken)
-        );
-    }
-
-    #[test]
-    fn non_ascii_tokens_are_not_pat_shaped() {
-        assert!(!is_pat_shaped(
-            "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5é_x"
-        ));
-        assert!(!is_pat_shaped("svc_pat_é"));
-        assert!(is_pat_shaped(GOOD));
-    }
+    svc_core::bearer::token(headers).map_err(|error| match error {
+        BearerError::Missing => ErrorCode::MissingToken,
+        BearerError::Invalid => ErrorCode::InvalidToken,
+    })
 }

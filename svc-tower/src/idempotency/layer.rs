@@ -184,7 +184,7 @@ where
             Ok(scope) => scope,
             Err(error) => {
                 return ResponseFuture::reject(
-                    error.into(),
+                    ApiError::new(ErrorCode::ValidationError).with_field_error(error),
                     self.store.clone(),
                     self.config.clone(),
                 );
@@ -213,43 +213,35 @@ where
 }
 
 /// The org and key of a request that asks for deduplication; `None` to pass it through.
-fn scope(parts: &Parts) -> Result<Option<(Uuid, Arc<str>)>, InvalidKey> {
+fn scope(parts: &Parts) -> Result<Option<(Uuid, Arc<str>)>, FieldError> {
     let Some(org) = parts.extensions.get::<OrgContext>() else {
         return Ok(None);
     };
-    let Some(value) = parts.headers.get(&IDEMPOTENCY_KEY) else {
-        return Ok(None);
-    };
-    let Ok(key) = std::str::from_utf8(value.as_bytes()) else {
-        return Err(InvalidKey(
-            FieldErrorCode::InvalidFormat,
-            "Idempotency-Key must be text.",
-        ));
-    };
-    if key.chars().count() > MAX_KEY_CHARS {
-        return Err(InvalidKey(
-            FieldErrorCode::TooLong,
-            "Idempotency-Key must be at most 256 characters.",
-        ));
-    }
-    if key.is_empty() {
-        return Err(InvalidKey(
-            FieldErrorCode::InvalidFormat,
-            "Idempotency-Key must not be empty.",
-        ));
-    }
-    Ok(Some((org.org_id, Arc::from(key))))
+    Ok(key(&parts.headers)?.map(|key| (org.org_id, Arc::from(key))))
 }
 
-/// Why an `Idempotency-Key` header was refused.
-struct InvalidKey(FieldErrorCode, &'static str);
-
-impl From<InvalidKey> for ApiError {
-    fn from(InvalidKey(code, message): InvalidKey) -> ApiError {
-        ApiError::new(ErrorCode::ValidationError).with_field_error(FieldError::new(
-            "Idempotency-Key",
-            code,
-            message,
-        ))
+/// The request's `Idempotency-Key`, when it sends one: text of 1 to [`MAX_KEY_CHARS`]
+/// characters. Anything else is the field error a 400 `VALIDATION_ERROR` carries. A service
+/// that validates requests before this layer (as the svc gateway does) calls it too, so both
+/// apply the same rule.
+pub fn key(headers: &http::HeaderMap) -> Result<Option<&str>, FieldError> {
+    let Some(value) = headers.get(&IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let refused = |code, message| Err(FieldError::new("Idempotency-Key", code, message));
+    match std::str::from_utf8(value.as_bytes()) {
+        Err(_) => refused(
+            FieldErrorCode::InvalidFormat,
+            "Idempotency-Key must be text.",
+        ),
+        Ok("") => refused(
+            FieldErrorCode::InvalidFormat,
+            "Idempotency-Key must not be empty.",
+        ),
+        Ok(key) if key.chars().count() > MAX_KEY_CHARS => refused(
+            FieldErrorCode::TooLong,
+            "Idempotency-Key must be at most 256 characters.",
+        ),
+        Ok(key) => Ok(Some(key)),
     }
 }

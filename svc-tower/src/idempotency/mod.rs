@@ -25,14 +25,7 @@
 //!         async move { Ok::<_, Infallible>(Response::new(body)) }
 //!     });
 //!
-//! let org = OrgContext {
-//!     org_id: uuid::Uuid::new_v4(),
-//!     permissions: Permissions::CHAT_COMPLETIONS,
-//!     token_id: uuid::Uuid::new_v4(),
-//!     user_id: None,
-//!     agent_id: None,
-//!     limits: Default::default(),
-//! };
+//! let org = OrgContext::new(uuid::Uuid::new_v4(), Permissions::CHAT_COMPLETIONS, uuid::Uuid::new_v4());
 //! let mut bodies = Vec::new();
 //! for _ in 0..2 {
 //!     let mut request = Request::post("/v1/chat/completions")
@@ -113,7 +106,7 @@ pub use config::{
 };
 pub use fingerprint::Fingerprint;
 pub use future::ResponseFuture;
-pub use layer::{Idempotency, IdempotencyLayer};
+pub use layer::{Idempotency, IdempotencyLayer, key};
 pub use memory::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_ENTRIES, MemoryIdempotencyStore};
 #[cfg(feature = "redis")]
 pub use redis::RedisIdempotencyStore;

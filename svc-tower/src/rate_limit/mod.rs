@@ -16,14 +16,7 @@
 //!         Ok::<_, Infallible>(Response::new(String::from("ok")))
 //!     });
 //!
-//! let org = OrgContext {
-//!     org_id: uuid::Uuid::new_v4(),
-//!     permissions: Permissions::CHAT_COMPLETIONS,
-//!     token_id: uuid::Uuid::new_v4(),
-//!     user_id: None,
-//!     agent_id: None,
-//!     limits: Default::default(),
-//! };
+//! let org = OrgContext::new(uuid::Uuid::new_v4(), Permissions::CHAT_COMPLETIONS, uuid::Uuid::new_v4());
 //! let mut statuses = Vec::new();
 //! for _ in 0..3 {
 //!     let mut request = Request::new(String::new());

@@ -31,14 +31,11 @@ fn counting() -> (Inner, Arc<AtomicUsize>) {
 fn request(org_id: Option<Uuid>) -> Request<Full<Bytes>> {
     let mut request = Request::new(Full::default());
     if let Some(org_id) = org_id {
-        request.extensions_mut().insert(OrgContext {
+        request.extensions_mut().insert(OrgContext::new(
             org_id,
-            permissions: Permissions::CHAT_COMPLETIONS,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        });
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        ));
     }
     request
 }
@@ -293,14 +290,8 @@ async fn works_as_an_infallible_axum_style_service() {
     let mut statuses = Vec::new();
     for _ in 0..2 {
         let mut req = Request::new(String::new());
-        req.extensions_mut().insert(OrgContext {
-            org_id: org,
-            permissions: Permissions::NONE,
-            token_id: Uuid::new_v4(),
-            user_id: None,
-            agent_id: None,
-            limits: Default::default(),
-        });
+        req.extensions_mut()
+            .insert(OrgContext::new(org, Permissions::NONE, Uuid::new_v4()));
         let response: Result<Response<_>, Infallible> = service.clone().oneshot(req).await;
         statuses.push(
             response

@@ -1,6 +1,6 @@
 use sqlx::{Connection, Row};
+use svc_core::permissions::Permissions;
 use svc_testkit::TestDb;
-use svc_tower::context::Permissions;
 
 use super::pool::{PoolSettings, app_pool, connect_options};
 use super::*;

@@ -1,5 +1,5 @@
+use svc_core::permissions::Permissions;
 use svc_testkit::TempDir;
-use svc_tower::context::Permissions;
 
 use super::*;
 use crate::store::{AgentStatus, TokenLimits, suite};
@@ -182,7 +182,7 @@ async fn an_unopenable_path_is_an_error_without_a_panic() {
 
 #[tokio::test]
 async fn query_durations_are_recorded() {
-    let histogram = svc_tower::metrics::latency_histogram();
+    let histogram = crate::metrics::latency_histogram();
     let store = SqliteStore::in_memory()
         .await
         .unwrap()

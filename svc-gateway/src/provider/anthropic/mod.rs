@@ -4,7 +4,8 @@
 //! A `/v1/messages` request travels as the client sent it (the model renamed when its target
 //! says so), and the answer, JSON or SSE, comes back unchanged; so does a
 //! `/v1/messages/count_tokens` request, to `{base}/messages/count_tokens`. A chat completion routed here
-//! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not.
+//! is translated to a Messages request and its answer back to OpenAI's shape, streamed or not,
+//! and so is a Responses API request (module `responses`).
 //! As for every provider, the upstream request is built from scratch: the client's own
 //! `x-api-key`, `Authorization` and `Idempotency-Key` never travel. Its `anthropic-beta`
 //! does, as the features it opts into are part of what it asks for.
@@ -19,8 +20,11 @@ use http_body_util::Full;
 use super::live::BuildError;
 mod request;
 mod response;
+mod responses;
 mod stream;
+mod structured;
 
+use super::translate;
 use super::transport::{HttpUpstream, secret_header};
 use super::{CallInfo, Provider, ProviderError, ProviderReply};
 use crate::config::Secret;
@@ -30,6 +34,10 @@ pub use request::DEFAULT_MAX_TOKENS;
 /// The translations on their own, for the fuzz targets and their property twins.
 pub(crate) use request::body as request_body;
 pub(crate) use response::completion;
+pub(crate) use responses::Echo as ResponsesEcho;
+pub(crate) use responses::answer::response as responses_answer;
+pub(crate) use responses::request::body as responses_request_body;
+pub(crate) use responses::stream::events as responses_events;
 pub(crate) use stream::chunks;
 
 /// The Messages API version the gateway speaks.
@@ -108,8 +116,9 @@ impl AnthropicProvider {
                     .await
             }
             Endpoint::ChatCompletions => self.chat(request, call).await,
-            // Neither has a Messages counterpart.
-            Endpoint::Embeddings | Endpoint::Responses => Err(ProviderError::NotConfigured),
+            Endpoint::Responses => self.responses(request, call).await,
+            // No Messages counterpart.
+            Endpoint::Embeddings => Err(ProviderError::NotConfigured),
         }
     }
 
@@ -119,27 +128,38 @@ impl AnthropicProvider {
         request: &ApiRequest,
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
-        let body = Bytes::from(request::body(request)?.to_string());
+        let translated = request::body(request)?;
         let created = chrono::Utc::now().timestamp();
-        match self
+        let output = translated.output_tool;
+        let body = Bytes::from(translated.body.to_string());
+        let reply = self
             .send(&self.messages, body, request.stream, call)
-            .await?
-        {
-            ProviderReply::Stream { status, events } => Ok(ProviderReply::Stream {
-                status,
-                events: stream::chunks(events, created),
-            }),
-            ProviderReply::Json { status, body } => {
-                let message: serde_json::Value =
-                    serde_json::from_slice(&body).map_err(|_| ProviderError::Unavailable {
-                        reason: "provider answered with a body that is not JSON",
-                    })?;
-                Ok(ProviderReply::Json {
-                    status,
-                    body: Bytes::from(response::completion(&message, created).to_string()),
-                })
-            }
-        }
+            .await?;
+        translate::reply(
+            reply,
+            |message| response::completion(message, created, output.as_deref()),
+            |events| stream::chunks(events, created, output.clone()),
+        )
+    }
+
+    /// A Responses API request by translation, both ways.
+    async fn responses(
+        &self,
+        request: &ApiRequest,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        let translated = responses::request::body(request)?;
+        let created = chrono::Utc::now().timestamp();
+        let echo = responses::Echo::of(request, created, translated.output_tool);
+        let body = Bytes::from(translated.body.to_string());
+        let reply = self
+            .send(&self.messages, body, request.stream, call)
+            .await?;
+        translate::reply(
+            reply,
+            |message| responses::answer::response(message, &echo),
+            |events| responses::stream::events(events, echo.clone()),
+        )
     }
 }
 

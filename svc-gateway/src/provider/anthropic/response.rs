@@ -1,6 +1,8 @@
 //! A Messages answer as a chat completion: text blocks joined as the content, `tool_use`
 //! blocks as `tool_calls` (their input as the arguments' JSON), `stop_reason` as
 //! `finish_reason`, and the usage's input and output tokens as prompt and completion tokens.
+//! The input of the forced tool of a structured-output request is the content instead, as
+//! JSON, and the finish reason `stop` (see [`structured`](super::structured)).
 
 use serde_json::{Value, json};
 
@@ -37,20 +39,42 @@ pub(super) fn usage(usage: &Value) -> Value {
     })
 }
 
-/// The chat completion for a Messages answer `message`.
-pub(crate) fn completion(message: &Value, created: i64) -> Value {
+/// Whether `block` is the call of the forced tool named `output_tool`.
+pub(super) fn is_output(block: &Value, output_tool: Option<&str>) -> bool {
+    output_tool.is_some_and(|name| block["type"] == "tool_use" && block["name"] == name)
+}
+
+/// A Messages answer's text: its text blocks, or the forced tool's input as JSON.
+pub(super) fn answer_text(blocks: &[Value], output_tool: Option<&str>) -> String {
+    match blocks.iter().find(|b| is_output(b, output_tool)) {
+        Some(output) => output["input"].to_string(),
+        None => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect(),
+    }
+}
+
+/// The stop reason with the forced tool's call taken for the end of the turn.
+pub(super) fn stop_reason(stop_reason: Option<&str>, called_tools: bool) -> Option<&str> {
+    match stop_reason {
+        Some("tool_use") if !called_tools => Some("end_turn"),
+        other => other,
+    }
+}
+
+/// The chat completion for a Messages answer `message`; `output_tool` names the forced tool
+/// of a structured-output request.
+pub(crate) fn completion(message: &Value, created: i64, output_tool: Option<&str>) -> Value {
     let blocks = message["content"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let text: String = blocks
-        .iter()
-        .filter(|b| b["type"] == "text")
-        .filter_map(|b| b["text"].as_str())
-        .collect();
+    let text = answer_text(blocks, output_tool);
     let calls: Vec<Value> = blocks
         .iter()
-        .filter(|b| b["type"] == "tool_use")
+        .filter(|b| b["type"] == "tool_use" && !is_output(b, output_tool))
         .map(|b| {
             json!({
                 "id": b["id"],
@@ -59,6 +83,7 @@ pub(crate) fn completion(message: &Value, created: i64) -> Value {
             })
         })
         .collect();
+    let has_calls = !calls.is_empty();
     let mut reply = json!({"role": "assistant", "content": null});
     if !text.is_empty() {
         reply["content"] = Value::String(text);
@@ -74,7 +99,8 @@ pub(crate) fn completion(message: &Value, created: i64) -> Value {
         "choices": [{
             "index": 0,
             "message": reply,
-            "finish_reason": finish_reason(message["stop_reason"].as_str()).unwrap_or("stop"),
+            "finish_reason": finish_reason(stop_reason(message["stop_reason"].as_str(), has_calls))
+                .unwrap_or("stop"),
         }],
         "usage": usage(&message["usage"]),
     })
@@ -95,7 +121,7 @@ mod tests {
             "stop_reason": "tool_use",
             "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 7},
         });
-        let chat = completion(&message, 1);
+        let chat = completion(&message, 1, None);
         assert_eq!(chat["choices"][0]["finish_reason"], "tool_calls");
         let reply = &chat["choices"][0]["message"];
         assert_eq!(reply["content"], "Let me look.");
@@ -108,6 +134,21 @@ mod tests {
             chat["usage"],
             json!({"prompt_tokens": 15, "completion_tokens": 7, "total_tokens": 22})
         );
+    }
+
+    #[test]
+    fn the_forced_tools_input_is_the_answer() {
+        let message = json!({
+            "id": "msg_1", "model": "claude-x", "stop_reason": "tool_use",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "Person",
+                         "input": {"name": "Ada"}}],
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        });
+        let chat = completion(&message, 1, Some("Person"));
+        assert_eq!(chat["choices"][0]["finish_reason"], "stop");
+        let reply = &chat["choices"][0]["message"];
+        assert_eq!(reply["content"], r#"{"name":"Ada"}"#);
+        assert!(reply.get("tool_calls").is_none());
     }
 
     #[test]

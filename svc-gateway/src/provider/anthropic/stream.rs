@@ -4,50 +4,41 @@
 //! `tool_use` block becomes a tool call (its `input_json_delta`s the arguments), and
 //! `message_delta` carries the finish reason. At `message_stop` the usage chunk (empty
 //! `choices`, as OpenAI sends it when asked) and `data: [DONE]` follow; the gateway drops the
-//! usage chunk again for a client that did not ask for it. An `error` event ends the stream
-//! with the gateway's error event, and so does an event longer than
-//! [`MAX_EVENT_BYTES`](crate::sse::MAX_EVENT_BYTES). Each byte is scanned for a boundary once:
-//! a tail still waiting for its end is not searched again when the next frame arrives.
+//! usage chunk again for a client that did not ask for it. An `error` event, or a stream that
+//! ends before `message_stop`, ends the stream with the gateway's error event; the cutting of frames into events is
+//! [`translated`]'s.
 
 use std::collections::HashMap;
 
-use bytes::{Bytes, BytesMut};
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::response::{finish_reason, usage};
+use super::response::{finish_reason, is_output, stop_reason, usage};
+use crate::provider::translate::{Event, Translate, ended_early, translated, write_event};
 use crate::provider::{EventStream, ProviderError};
-use crate::sse::{MAX_EVENT_BYTES, event_data, first_boundary_end};
 
-/// The chat chunks of a Messages event stream.
-pub(crate) fn chunks(events: EventStream, created: i64) -> EventStream {
-    let mut translator = Translator {
-        unfinished: BytesMut::new(),
-        scanned: 0,
-        id: Value::Null,
-        model: Value::Null,
-        created,
-        usage: json!({}),
-        tools: HashMap::new(),
-    };
-    Box::pin(
-        events
-            .flat_map(move |item| {
-                let items = match item {
-                    Ok(data) => translator.feed(&data),
-                    Err(error) => vec![Err(error)],
-                };
-                futures_util::stream::iter(items)
-            })
-            .filter(|item| std::future::ready(!matches!(item, Ok(data) if data.is_empty()))),
+/// The chat chunks of a Messages event stream; `output_tool` names the forced tool of a
+/// structured-output request, whose input is streamed as the content.
+pub(crate) fn chunks(
+    events: EventStream,
+    created: i64,
+    output_tool: Option<String>,
+) -> EventStream {
+    translated(
+        events,
+        Translator {
+            id: Value::Null,
+            model: Value::Null,
+            created,
+            usage: json!({}),
+            tools: HashMap::new(),
+            output_tool,
+            output_block: None,
+            finished: false,
+        },
     )
 }
 
 struct Translator {
-    /// Bytes after the last whole event.
-    unfinished: BytesMut,
-    /// How much of `unfinished` is known to hold no boundary.
-    scanned: usize,
     id: Value,
     model: Value,
     created: i64,
@@ -55,50 +46,31 @@ struct Translator {
     usage: Value,
     /// Content block index to tool call index.
     tools: HashMap<u64, usize>,
+    /// The forced tool of a structured-output request, and its block once it started.
+    output_tool: Option<String>,
+    output_block: Option<u64>,
+    /// Whether `message_stop` came: a stream that ends before it was cut.
+    finished: bool,
+}
+
+impl Translate for Translator {
+    fn event(&mut self, event: Event, out: &mut Vec<u8>) -> Result<(), ProviderError> {
+        match event {
+            Event::Json(event) => self.message_event(&event, out),
+            Event::Done => Ok(()),
+        }
+    }
+
+    fn end(&mut self, _out: &mut Vec<u8>) -> Result<(), ProviderError> {
+        if self.finished {
+            Ok(())
+        } else {
+            Err(ended_early())
+        }
+    }
 }
 
 impl Translator {
-    /// The chunks of the whole events `data` completes, then the error that ends the stream
-    /// if one does.
-    fn feed(&mut self, data: &[u8]) -> Vec<Result<Bytes, ProviderError>> {
-        let mut out = Vec::new();
-        let ended = self.translate(data, &mut out).err();
-        let mut items = vec![Ok(Bytes::from(out))];
-        items.extend(ended.map(Err));
-        items
-    }
-
-    fn translate(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), ProviderError> {
-        self.unfinished.extend_from_slice(data);
-        loop {
-            // A boundary may straddle what was scanned and what arrived.
-            let from = self.scanned.saturating_sub(3);
-            let Some(end) = first_boundary_end(&self.unfinished[from..]) else {
-                self.scanned = self.unfinished.len();
-                break;
-            };
-            let event = self.unfinished.split_to(from + end);
-            self.scanned = 0;
-            let payload = event_data(&event);
-            if payload.is_empty() {
-                continue;
-            }
-            let event: Value =
-                serde_json::from_slice(&payload).map_err(|_| ProviderError::Unavailable {
-                    reason: "provider stream event is not JSON",
-                })?;
-            self.event(&event, out)?;
-        }
-        if self.unfinished.len() > MAX_EVENT_BYTES {
-            self.unfinished = BytesMut::new();
-            self.scanned = 0;
-            return Err(ProviderError::Unavailable {
-                reason: ProviderError::EVENT_TOO_LONG,
-            });
-        }
-        Ok(())
-    }
-
     fn chunk(&self, out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
         let chunk = json!({
             "id": self.id,
@@ -107,10 +79,10 @@ impl Translator {
             "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         });
-        write_event(out, &chunk);
+        write_event(out, None, &chunk);
     }
 
-    fn event(&mut self, event: &Value, out: &mut Vec<u8>) -> Result<(), ProviderError> {
+    fn message_event(&mut self, event: &Value, out: &mut Vec<u8>) -> Result<(), ProviderError> {
         match event["type"].as_str().unwrap_or_default() {
             "message_start" => {
                 let message = &event["message"];
@@ -121,7 +93,9 @@ impl Translator {
             }
             "content_block_start" => {
                 let block = &event["content_block"];
-                if block["type"] == "tool_use" {
+                if is_output(block, self.output_tool.as_deref()) {
+                    self.output_block = event["index"].as_u64();
+                } else if block["type"] == "tool_use" {
                     let index = self.tools.len();
                     self.tools
                         .insert(event["index"].as_u64().unwrap_or_default(), index);
@@ -138,7 +112,9 @@ impl Translator {
                     }
                     Some("input_json_delta") => {
                         let block = event["index"].as_u64().unwrap_or_default();
-                        if let Some(index) = self.tools.get(&block) {
+                        if self.output_block == Some(block) {
+                            self.chunk(out, json!({"content": delta["partial_json"]}), None);
+                        } else if let Some(index) = self.tools.get(&block) {
                             let call = json!({"index": index,
                                               "function": {"arguments": delta["partial_json"]}});
                             self.chunk(out, json!({"tool_calls": [call]}), None);
@@ -149,7 +125,11 @@ impl Translator {
             }
             "message_delta" => {
                 merge_usage(&mut self.usage, &event["usage"]);
-                let finish = finish_reason(event["delta"]["stop_reason"].as_str());
+                let stop = stop_reason(
+                    event["delta"]["stop_reason"].as_str(),
+                    !self.tools.is_empty(),
+                );
+                let finish = finish_reason(stop);
                 self.chunk(out, json!({}), Some(finish.unwrap_or("stop")));
             }
             "message_stop" => {
@@ -161,8 +141,9 @@ impl Translator {
                     "choices": [],
                     "usage": usage(&self.usage),
                 });
-                write_event(out, &last);
+                write_event(out, None, &last);
                 out.extend_from_slice(b"data: [DONE]\n\n");
+                self.finished = true;
             }
             "error" => return Err(stream_error(&event["error"])),
             _ => {}
@@ -171,14 +152,8 @@ impl Translator {
     }
 }
 
-fn write_event(out: &mut Vec<u8>, data: &Value) {
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(data.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
-}
-
 /// Each count a later event reports replaces the earlier one (they only grow).
-fn merge_usage(total: &mut Value, reported: &Value) {
+pub(super) fn merge_usage(total: &mut Value, reported: &Value) {
     if let (Some(total), Some(reported)) = (total.as_object_mut(), reported.as_object()) {
         for (key, value) in reported {
             if value.is_u64() {
@@ -189,7 +164,7 @@ fn merge_usage(total: &mut Value, reported: &Value) {
 }
 
 /// An `error` event's place in the provider table.
-fn stream_error(error: &Value) -> ProviderError {
+pub(super) fn stream_error(error: &Value) -> ProviderError {
     match error["type"].as_str() {
         Some("rate_limit_error") => ProviderError::RateLimited { retry_after: None },
         Some("overloaded_error" | "api_error") => ProviderError::Unavailable {
@@ -203,6 +178,9 @@ fn stream_error(error: &Value) -> ProviderError {
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+
     use super::*;
 
     fn sse(name: &str, data: Value) -> String {
@@ -213,7 +191,7 @@ mod tests {
         let events: EventStream = Box::pin(futures_util::stream::iter(
             frames.into_iter().map(|f| Ok(Bytes::from(f))),
         ));
-        chunks(events, 7)
+        chunks(events, 7, None)
             .map(|item| item.map(|b| String::from_utf8(b.to_vec()).unwrap()))
             .collect()
             .await
@@ -299,53 +277,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_event_over_the_bound_ends_the_stream_after_the_whole_ones() {
-        let start = sse(
+    async fn a_stream_cut_before_message_stop_ends_with_an_error() {
+        let frames = vec![sse(
             "message_start",
-            json!({"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {}}}),
-        );
-        let mut frames = vec![format!("{start}event: content_block_delta\ndata: ")];
-        frames.extend(std::iter::repeat_n("x".repeat(64 * 1024), 17));
-        frames.push("\n\n".into());
-        let items = translate(frames).await;
-        assert_eq!(
-            items.len(),
-            2,
-            "{:?}",
-            items.iter().map(Result::is_ok).collect::<Vec<_>>()
-        );
-        assert!(items[0].as_ref().unwrap().contains("msg_1"));
-        assert!(matches!(
-            items[1],
-            Err(ProviderError::Unavailable {
-                reason: ProviderError::EVENT_TOO_LONG
-            })
-        ));
-    }
-
-    #[test]
-    fn a_tail_waiting_for_its_end_is_not_scanned_again() {
-        let mut translator = Translator {
-            unfinished: BytesMut::new(),
-            scanned: 0,
-            id: Value::Null,
-            model: Value::Null,
-            created: 0,
-            usage: json!({}),
-            tools: HashMap::new(),
-        };
-        translator.feed(b"data: {\"type\": \"ping\", \"pad\": \"");
-        for _ in 0..100 {
-            let items = translator.feed(b"xxxxxxxxxx");
-            assert!(matches!(&items[..], [Ok(out)] if out.is_empty()));
-            assert_eq!(translator.scanned, translator.unfinished.len());
-        }
-        // The boundary straddles two frames.
-        translator.feed(b"\"}\n");
-        let items = translator.feed(b"\ndata: {\"type\": \"ping\"}\n\n");
-        assert!(items.iter().all(Result::is_ok));
-        assert!(translator.unfinished.is_empty());
-        assert_eq!(translator.scanned, 0);
+            json!({"type": "message_start", "message": {"id": "m"}}),
+        )];
+        let out = translate(frames).await;
+        assert!(out[0].is_ok());
+        assert_eq!(out[1], Err(ended_early()));
     }
 
     #[tokio::test]

@@ -115,14 +115,11 @@ pub(super) fn completion(n: usize) -> Response<Full<Bytes>> {
 }
 
 pub(super) fn org() -> OrgContext {
-    OrgContext {
-        org_id: Uuid::new_v4(),
-        permissions: Permissions::CHAT_COMPLETIONS,
-        token_id: Uuid::new_v4(),
-        user_id: None,
-        agent_id: None,
-        limits: Default::default(),
-    }
+    OrgContext::new(
+        Uuid::new_v4(),
+        Permissions::CHAT_COMPLETIONS,
+        Uuid::new_v4(),
+    )
 }
 
 pub(super) fn chat(

@@ -5,8 +5,12 @@
 //! out garbage and typos before any database or hashing work, and lets secret scanners tell a
 //! real token from a random string.
 //!
+//! The middleware refuses what is not even PAT-shaped ([`is_shaped`]) before asking the
+//! identity plane, which parses strictly ([`Pat::parse`]); whatever parses is shaped.
+//!
 //! ```
-//! use svc_auth_server::pat::Pat;
+//! # #[cfg(feature = "generate")] {
+//! use svc_core::pat::Pat;
 //!
 //! let token_id = uuid::Uuid::new_v4();
 //! let pat = Pat::generate(token_id);
@@ -24,17 +28,18 @@
 //!
 //! // Debug never shows the secret.
 //! assert!(!format!("{parsed:?}").contains(parsed.secret()));
+//! # }
 //! ```
 
 use std::fmt;
 
-use rand::RngCore;
 use uuid::Uuid;
 
 /// Every PAT starts with this.
 pub const PREFIX: &str = "svc_pat_";
 
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+#[cfg(feature = "generate")]
 const RANDOM_BYTES: usize = 32;
 /// 62^43 > 2^256: 43 base62 digits hold any 32 bytes.
 const RANDOM_LEN: usize = 43;
@@ -71,7 +76,10 @@ pub struct Pat {
 
 impl Pat {
     /// A new PAT for `token_id` with a fresh random secret.
+    #[cfg(feature = "generate")]
     pub fn generate(token_id: Uuid) -> Pat {
+        use rand::RngCore;
+
         let mut bytes = [0u8; RANDOM_BYTES];
         rand::rng().fill_bytes(&mut bytes);
         let mut secret = String::with_capacity(SECRET_LEN);
@@ -121,16 +129,38 @@ impl Pat {
     }
 }
 
+/// The longest secret [`is_shaped`] lets through; real secrets are far shorter, this only
+/// bounds what is forwarded to a validator.
+const MAX_SHAPED_SECRET_LEN: usize = 256;
+
+/// True when `token` has the PAT shape `svc_pat_<uuid>_<secret>` (hyphenated UUID, ASCII
+/// alphanumeric secret of at most 256 characters), without the checksum: what the middleware
+/// checks before any I/O, so a validator of another secret format still gets its tokens.
+pub fn is_shaped(token: &str) -> bool {
+    let Some(rest) = token.strip_prefix(PREFIX) else {
+        return false;
+    };
+    let (Some(id), Some(tail)) = (rest.get(..UUID_LEN), rest.get(UUID_LEN..)) else {
+        return false;
+    };
+    let Some(secret) = tail.strip_prefix('_') else {
+        return false;
+    };
+    Uuid::try_parse(id).is_ok()
+        && (1..=MAX_SHAPED_SECRET_LEN).contains(&secret.len())
+        && secret.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// What the `pat` fuzz target and its property twin check: whatever parses is also a token the
 /// gateway's shape check lets through (else valid tokens would be refused before they reach
 /// this server), and its parts are the input's. Not an API.
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub fn fuzz_parse(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     if let Ok(pat) = Pat::parse(text) {
-        assert!(svc_tower::auth::is_pat_shaped(text), "{pat:?}");
+        assert!(is_shaped(text), "{pat:?}");
         assert!(text.ends_with(pat.secret()));
         let id = &text[PREFIX.len()..PREFIX.len() + UUID_LEN];
         assert!(id.eq_ignore_ascii_case(&pat.token_id().hyphenated().to_string()));
@@ -170,7 +200,7 @@ fn base62(bytes: &[u8], width: usize) -> String {
     String::from_utf8(digits).unwrap_or_default()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "generate"))]
 mod tests {
     use super::*;
 
@@ -240,6 +270,16 @@ mod tests {
         if id_changed != good {
             assert!(Pat::parse(&id_changed).is_err());
         }
+    }
+
+    #[test]
+    fn non_ascii_tokens_are_not_shaped() {
+        assert!(!is_shaped("svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5é_x"));
+        assert!(!is_shaped("svc_pat_é"));
+        assert!(is_shaped(&Pat::generate(Uuid::new_v4()).expose()));
+        assert!(is_shaped(
+            "svc_pat_0190f5a4-8e2c-7b7e-a1a4-3c1d2e3f4a5b_AbC123xyz"
+        ));
     }
 
     #[test]

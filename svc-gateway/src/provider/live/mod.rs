@@ -1,6 +1,7 @@
 //! The live provider: any OpenAI-compatible API, `POST {base}/chat/completions`,
-//! `{base}/embeddings` and `{base}/responses`. A Messages `count_tokens` call is answered
-//! from the gateway's estimate, without a call.
+//! `{base}/embeddings` and `{base}/responses`. A `/v1/messages` request is translated to a chat
+//! completion and its answer, JSON or stream, back to Anthropic's shape (module `messages`). A
+//! Messages `count_tokens` call is answered from the gateway's estimate, without a call.
 //!
 //! The upstream request is built from scratch: the client's body as received (see
 //! [`ApiRequest::upstream_body`] for the one field the gateway may add), our own headers
@@ -19,6 +20,9 @@ use http::header::AUTHORIZATION;
 use http::{HeaderValue, Request, Uri};
 use http_body_util::Full;
 
+pub(crate) mod messages;
+
+use super::translate;
 use super::transport::{HttpUpstream, TlsError, secret_header};
 use super::{CallInfo, Provider, ProviderError, ProviderReply};
 use crate::config::{ProviderConfig, Secret};
@@ -116,11 +120,32 @@ impl LiveProvider {
             Endpoint::Responses => &self.endpoints[2],
             Endpoint::Messages | Endpoint::CountTokens => return None,
         };
-        let mut builder = HttpUpstream::post(endpoint, request.stream, call);
+        self.post(endpoint, request.upstream_body(), request.stream, call)
+    }
+
+    fn post(
+        &self,
+        endpoint: &Uri,
+        body: Bytes,
+        stream: bool,
+        call: &CallInfo,
+    ) -> Option<Request<Full<Bytes>>> {
+        let mut builder = HttpUpstream::post(endpoint, stream, call);
         if let Some(authorization) = &self.authorization {
             builder = builder.header(AUTHORIZATION, authorization.clone());
         }
-        builder.body(Full::new(request.upstream_body())).ok()
+        builder.body(Full::new(body)).ok()
+    }
+
+    async fn send(
+        &self,
+        upstream: Option<Request<Full<Bytes>>>,
+        stream: bool,
+    ) -> Result<ProviderReply, ProviderError> {
+        let upstream = upstream.ok_or(ProviderError::Unavailable {
+            reason: "could not build the provider request",
+        })?;
+        self.http.send(upstream, stream).await
     }
 
     async fn call(
@@ -129,18 +154,25 @@ impl LiveProvider {
         call: &CallInfo,
     ) -> Result<ProviderReply, ProviderError> {
         match request.endpoint {
-            // Anthropic's shape goes to an anthropic provider only.
-            Endpoint::Messages => return Err(ProviderError::NotConfigured),
+            Endpoint::Messages => return self.messages(request, call).await,
             // No OpenAI-compatible API counts a Messages request: the estimate answers.
             Endpoint::CountTokens => return Ok(super::estimated_count(request)),
             _ => {}
         }
-        let upstream = self
-            .upstream_request(request, call)
-            .ok_or(ProviderError::Unavailable {
-                reason: "could not build the provider request",
-            })?;
-        self.http.send(upstream, request.stream).await
+        let upstream = self.upstream_request(request, call);
+        self.send(upstream, request.stream).await
+    }
+
+    /// A Messages request by translation to a chat completion, both ways.
+    async fn messages(
+        &self,
+        request: &ApiRequest,
+        call: &CallInfo,
+    ) -> Result<ProviderReply, ProviderError> {
+        let body = Bytes::from(messages::request::body(request)?.to_string());
+        let upstream = self.post(&self.endpoints[0], body, request.stream, call);
+        let reply = self.send(upstream, request.stream).await?;
+        translate::reply(reply, messages::answer::message, messages::stream::events)
     }
 }
 

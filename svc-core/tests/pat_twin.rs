@@ -3,7 +3,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use svc_auth_server::pat::{Pat, fuzz_parse};
+use svc_core::pat::{Pat, fuzz_parse};
 use uuid::Uuid;
 
 #[test]
