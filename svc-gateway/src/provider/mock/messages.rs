@@ -2,38 +2,44 @@
 //! events the Anthropic SDKs read (`message_start` … `message_stop`).
 //!
 //! A tool is called when tools the client runs (those with an `input_schema`) are offered,
-//! `tool_choice` is not `none`, and the last user turn carries no `tool_result` (in this API
-//! tool results come back as user turns). A request with structured output (`output_format`,
+//! `tool_choice` is not `none`, and the last turn (`system` turns aside) is the user's and
+//! carries no `tool_result` (in this API tool results come back as user turns). A request with structured output (`output_format`,
 //! or `output_config.format`) gets an instance of its schema as the text.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Call, call_among, fresh_id, json_reply, pieces, prompt_tokens, reply_text, stream_reply, tokens,
+    Call, Pick, call_among, fresh_id, json_reply, pieces, prompt_tokens, reply_text, stream_reply,
+    tokens,
 };
 use crate::provider::ProviderReply;
 use crate::request::ApiRequest;
 
 /// The tool the mock calls, when it calls one: the one `tool_choice` names, else the first
-/// with an input schema (server tools, such as web search, have none).
+/// with an input schema (server tools, such as web search, have none) at the user's turn, or
+/// the last after a tool's result when `tool_choice` is `any`.
 fn tool_to_call(json: &Map<String, Value>) -> Option<Call<'_>> {
     let tools = json.get("tools")?.as_array()?;
-    let last = json.get("messages")?.as_array()?.last()?;
+    // System turns among the messages (as Claude Code sends them) are not the conversation's.
+    let last = json
+        .get("messages")?
+        .as_array()?
+        .iter()
+        .rfind(|m| m["role"] != "system")?;
     let answered = last["content"]
         .as_array()
         .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
-    if last["role"] != "user" || answered {
-        return None;
-    }
-    let chosen = match json.get("tool_choice").and_then(|c| c["type"].as_str()) {
+    let choice = json.get("tool_choice").and_then(|c| c["type"].as_str());
+    let named = match choice {
         Some("none") => return None,
         Some("tool") => json["tool_choice"]["name"].as_str(),
         _ => None,
     };
+    let users_turn = last["role"] == "user" && !answered;
     call_among(
         tools,
-        chosen,
+        Pick::of(named, choice == Some("any"), users_turn)?,
         |t| t.get("input_schema").is_some(),
         |t| t.get("name").and_then(Value::as_str),
         |t| t.get("input_schema"),

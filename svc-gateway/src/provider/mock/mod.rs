@@ -4,7 +4,9 @@
 //! ids are fresh per call, so a test can tell a replayed answer from a new one. When a request
 //! offers tools and its last message is the user's, the mock calls the first tool (or the one
 //! `tool_choice` names) with arguments made from the tool's JSON schema; after the tool's
-//! result it answers in text, so an agent loop runs end to end in dev mode. A request that asks
+//! result it answers in text, so an agent loop runs end to end in dev mode, unless
+//! `tool_choice` still forces a call (`required`, `any`, a named tool): then it calls the named
+//! tool, or the last one offered. A request that asks
 //! for structured output (`response_format`, `text.format`, Anthropic's `output_format` or
 //! `output_config.format`) is answered with an instance of its schema as the text, so
 //! `parse()` and its kin get what they validate.
@@ -104,18 +106,45 @@ impl Call<'_> {
     }
 }
 
-/// The call the mock makes to one of `tools`, if any: the one named `chosen`, else the first
-/// that `callable` accepts; its arguments are made from the schema `schema_of` finds in it.
+/// Which of the offered tools the mock calls.
+#[derive(Clone, Copy)]
+enum Pick<'a> {
+    /// The one `tool_choice` names.
+    Named(&'a str),
+    /// The first callable one: the model's own choice at the user's turn.
+    First,
+    /// The last callable one: after a tool's result, when a call is still forced (a forced
+    /// answer tool, as a gateway adds for structured output, comes last).
+    Last,
+}
+
+impl<'a> Pick<'a> {
+    /// The pick for a request: `named` when `tool_choice` names a tool; else the first tool at
+    /// the user's turn, or the last when a call is `forced` after a tool's result; else none.
+    fn of(named: Option<&'a str>, forced: bool, users_turn: bool) -> Option<Pick<'a>> {
+        match (named, forced, users_turn) {
+            (Some(name), _, _) => Some(Pick::Named(name)),
+            (None, _, true) => Some(Pick::First),
+            (None, true, false) => Some(Pick::Last),
+            (None, false, false) => None,
+        }
+    }
+}
+
+/// The call the mock makes to one of `tools` (those `callable` accepts, unless named), if
+/// any; its arguments are made from the schema `schema_of` finds in it.
 fn call_among<'a>(
     tools: &'a [Value],
-    chosen: Option<&str>,
+    pick: Pick<'_>,
     callable: impl Fn(&Value) -> bool,
     name_of: impl Fn(&'a Value) -> Option<&'a str>,
     schema_of: impl Fn(&'a Value) -> Option<&'a Value>,
 ) -> Option<Call<'a>> {
-    let tool = match chosen {
-        Some(chosen) => tools.iter().find(|t| name_of(t) == Some(chosen))?,
-        None => tools.iter().find(|t| callable(t) && name_of(t).is_some())?,
+    let mut candidates = tools.iter().filter(|t| name_of(t).is_some());
+    let tool = match pick {
+        Pick::Named(chosen) => candidates.find(|t| name_of(t) == Some(chosen))?,
+        Pick::First => candidates.find(|t| callable(t))?,
+        Pick::Last => candidates.filter(|t| callable(t)).last()?,
     };
     Some(Call {
         name: name_of(tool)?,
@@ -123,13 +152,14 @@ fn call_among<'a>(
     })
 }
 
-/// The OpenAI-shaped tool the mock calls, when it calls one: offered tools, a last message from
-/// the user, and a `tool_choice` that is not `none`. It is the one `tool_choice` names, else
-/// the first function tool. Chat nests a tool's name and parameters under `function`; the
-/// Responses API does not.
+/// The OpenAI-shaped tool the mock calls, when it calls one: with tools offered and a
+/// `tool_choice` that is not `none`, the one `tool_choice` names, else the first function tool
+/// when the last message is the user's, else (`tool_choice` `required`) the last. Chat nests a
+/// tool's name and parameters under `function`; the Responses API does not.
 fn tool_to_call<'a>(json: &'a Map<String, Value>, last_role: Option<&str>) -> Option<Call<'a>> {
     let tools = json.get("tools")?.as_array()?;
-    if last_role != Some("user") || json.get("tool_choice") == Some(&json!("none")) {
+    let choice = json.get("tool_choice");
+    if choice == Some(&json!("none")) {
         return None;
     }
     let name_of = |v: &'a Value| {
@@ -137,13 +167,11 @@ fn tool_to_call<'a>(json: &'a Map<String, Value>, last_role: Option<&str>) -> Op
             .or_else(|| v.get("name"))
             .and_then(Value::as_str)
     };
-    let chosen = json
-        .get("tool_choice")
-        .filter(|c| c.is_object())
-        .and_then(name_of);
+    let named = choice.filter(|c| c.is_object()).and_then(name_of);
+    let forced = choice == Some(&json!("required"));
     call_among(
         tools,
-        chosen,
+        Pick::of(named, forced, last_role == Some("user"))?,
         |t| t.get("type") == Some(&json!("function")),
         name_of,
         |t| {

@@ -429,3 +429,64 @@ async fn a_tool_loop_with_structured_output_calls_then_answers_in_the_schema() {
     );
     assert!(second["usage"]["completion_tokens"].as_u64() > Some(1));
 }
+
+#[tokio::test]
+async fn a_system_turn_after_the_users_still_gets_a_tool_call() {
+    let json = json_of(&request(
+        Endpoint::Messages,
+        json!({"model": "m", "max_tokens": 64,
+               "tools": [{"name": "get_weather", "input_schema": weather_schema()}],
+               "messages": [{"role": "user", "content": "weather?"},
+                            {"role": "system", "content": "Agent types: general."}]}),
+    ))
+    .await;
+    assert_eq!(json["stop_reason"], "tool_use");
+    assert_eq!(json["content"][0]["input"], weather_instance());
+}
+
+#[tokio::test]
+async fn a_forced_choice_calls_a_tool_after_a_result_too() {
+    let answer_tool = json!({"name": "Weather", "input_schema": weather_schema()});
+    let json = json_of(&request(
+        Endpoint::Messages,
+        json!({"model": "m", "max_tokens": 64, "tool_choice": {"type": "any"},
+        "tools": [{"name": "lookup", "input_schema": {"type": "object"}}, answer_tool],
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+        ]}),
+    ))
+    .await;
+    assert_eq!(json["content"][0]["name"], "Weather", "the last tool");
+    assert_eq!(json["content"][0]["input"], weather_instance());
+
+    let tools = json!([{"type": "function", "function": {"name": "a"}},
+                       {"type": "function", "function": {"name": "b"}}]);
+    let after_result = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "a", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]);
+    for (choice, called) in [
+        (json!("required"), Some("b")),
+        (
+            json!({"type": "function", "function": {"name": "a"}}),
+            Some("a"),
+        ),
+        (json!("auto"), None),
+    ] {
+        let json = json_of(&request(
+            Endpoint::ChatCompletions,
+            json!({"model": "m", "tools": tools, "tool_choice": choice, "messages": after_result}),
+        ))
+        .await;
+        let name = json
+            .pointer("/choices/0/message/tool_calls/0/function/name")
+            .and_then(Value::as_str);
+        assert_eq!(name, called, "{choice}");
+    }
+}
