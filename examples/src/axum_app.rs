@@ -11,11 +11,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use svc_tower::agent::AgentCheckLayer;
+use svc_tower::auth::{PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit;
-use svc_tower::{
-    AgentCheckLayer, ApiError, BodyLimitLayer, ErrorCode, ErrorEnvelopeLayer, OrgContext,
-    PatAuthLayer, RequestIdLayer, RequirePermissionLayer,
-};
+use svc_tower::body_limit::BodyLimitLayer;
+use svc_tower::context::OrgContext;
+use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::error::{ApiError, ErrorCode};
+use svc_tower::request_id::RequestIdLayer;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 

@@ -14,11 +14,15 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use serde_json::json;
+use svc_tower::agent::AgentCheckLayer;
+use svc_tower::auth::{PatAuthLayer, RequirePermissionLayer};
+use svc_tower::body::ResponseBody;
+use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::body_limit::{self, LimitedBody};
-use svc_tower::{
-    AgentCheckLayer, ApiError, BodyLimitLayer, ErrorCode, ErrorEnvelopeLayer, OrgContext,
-    PatAuthLayer, RequestIdLayer, RequirePermissionLayer, ResponseBody,
-};
+use svc_tower::context::OrgContext;
+use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::error::{ApiError, ErrorCode};
+use svc_tower::request_id::RequestIdLayer;
 use tokio::net::TcpListener;
 use tower::{Service, ServiceBuilder, service_fn};
 

@@ -7,6 +7,7 @@
 //! - [`context`]: the org context of a validated request, a token's own limits, an agent's
 //!   verdict.
 //! - [`trace`]: W3C trace ids and `traceparent`.
+//! - [`reasons`]: the ErrorInfo reasons of the identity plane's refusals.
 //! - [`LATENCY_BUCKETS`]: the buckets of every latency histogram, so the two sides of a call
 //!   can be read on one dashboard.
 
@@ -14,6 +15,7 @@ pub mod bearer;
 pub mod context;
 pub mod pat;
 pub mod permissions;
+pub mod reasons;
 pub mod trace;
 
 /// Latency histogram buckets, from 1 ms to 5 s, in seconds.

@@ -11,13 +11,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
 use svc_runtime::health::Readiness;
 use svc_runtime::shutdown::Drain;
-use svc_tower::GrpcAuthClient;
 use svc_tower::agent::AgentCheckLayer;
 use svc_tower::auth::{AuthFailureLimit, PatAuthLayer, RequirePermissionLayer};
 use svc_tower::body_limit::BodyLimitLayer;
 use svc_tower::context::Permissions;
 use svc_tower::envelope::ErrorEnvelopeLayer;
 use svc_tower::error::ErrorCode;
+use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::idempotency::{
     IdempotencyLayer, IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore,
 };
@@ -32,6 +32,7 @@ use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use crate::access_log::{AccessLogLayer, IdentityLayer};
 use crate::config::Config;
 use crate::forward::Forward;
 use crate::http_metrics::HttpMetrics;
@@ -357,8 +358,12 @@ impl Gateway {
                         .layer(BodyLimitLayer::new(config.max_request_body_bytes))
                         // The token, before anything that costs more than a header check.
                         .layer(pat_auth.clone())
+                        // The token's org, agent and id onto every answer, for the access log.
+                        .layer(IdentityLayer)
                         // The agent, with the token's org (never the client's word for it).
                         .layer(agent_check.clone())
+                        // The agent too, for the access log.
+                        .layer(IdentityLayer)
                         // The route's permission: a 403 costs no Redis round trip and no provider.
                         .layer(permission)
                         // The limit is per org, known only after authentication; it runs before
@@ -394,14 +399,18 @@ impl Gateway {
                     .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
                     .layer(BodyLimitLayer::new(config.max_request_body_bytes))
                     .layer(pat_auth.clone())
+                    .layer(IdentityLayer)
                     .layer(agent_check.clone())
+                    .layer(IdentityLayer)
                     .layer(RequirePermissionLayer::chat_completions()),
             );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
                 .layer(pat_auth.clone())
+                .layer(IdentityLayer)
                 .layer(agent_check.clone())
+                .layer(IdentityLayer)
                 .layer(rate_limit),
         );
         // The model list is what clients call to test a connection: a valid token and agent,
@@ -410,7 +419,11 @@ impl Gateway {
             registry: self.registry.clone(),
             created: self.started,
         };
-        let identified = ServiceBuilder::new().layer(pat_auth).layer(agent_check);
+        let identified = ServiceBuilder::new()
+            .layer(pat_auth)
+            .layer(IdentityLayer)
+            .layer(agent_check)
+            .layer(IdentityLayer);
         let models = get(routes::models::list)
             .with_state(models_state.clone())
             .route_layer(identified.clone());
@@ -472,6 +485,9 @@ impl Gateway {
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
+                    // Right inside the envelope, where a rejection's error code is still in the
+                    // response: one line per request, refusals included (SVC_ACCESS_LOG).
+                    .layer(AccessLogLayer::new(config.access_log))
                     // Right inside the envelope, where a rejection's error code is still in the
                     // response: reports 5xx answers and panics when SENTRY_DSN is set.
                     .layer(axum::middleware::from_fn_with_state(

@@ -1,7 +1,7 @@
 //! The one channel to the auth service, shared by PatAuth, AgentCheck and the readiness probe,
 //! built from [`AuthConfig`] by [`svc_runtime::auth_client`] (as `svc token` builds its own).
 
-use svc_tower::GrpcAuthClient;
+use svc_tower::grpc::GrpcAuthClient;
 use tonic::transport::Channel;
 
 pub use svc_runtime::auth_client::AuthSetupError;

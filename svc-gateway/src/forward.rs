@@ -17,6 +17,7 @@ use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 use tower::Service;
 
+use crate::access_log::{StreamOutcome, UpstreamFacts};
 use crate::http_metrics::ProviderWait;
 use crate::provider::{CallInfo, ProviderReply, Registry};
 use crate::request::ApiRequest;
@@ -71,6 +72,7 @@ impl<B> Service<Request<B>> for Forward {
         // The request span's id and sampling decision, when trace export put them there.
         let trace_parent = request.extensions().get::<TraceParent>().copied();
         let anthropic_beta = request.headers().get("anthropic-beta").cloned();
+        let outcome = request.extensions().get::<StreamOutcome>().cloned();
         let org_id = request
             .extensions()
             .get::<svc_tower::context::OrgContext>()
@@ -95,9 +97,13 @@ impl<B> Service<Request<B>> for Forward {
             let waited = std::time::Instant::now();
             let reply = registry.complete(&chat, &call).await;
             let wait = ProviderWait(waited.elapsed());
-            let (reply, reporter) = match reply {
-                Ok((reply, provider)) => (Ok(reply), reporter.map(|r| r.for_provider(provider))),
-                Err(error) => (Err(error), reporter),
+            let (reply, reporter, provider) = match reply {
+                Ok((reply, provider)) => (
+                    Ok(reply),
+                    reporter.map(|r| r.for_provider(provider)),
+                    Some(Arc::<str>::from(provider)),
+                ),
+                Err(error) => (Err(error), reporter, None),
             };
             let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
@@ -117,7 +123,11 @@ impl<B> Service<Request<B>> for Forward {
                 }
                 Ok(ProviderReply::Stream { status, events }) => {
                     let events = crate::deadline::until_deadline(events, &drain);
+                    // A failure is told in the protocol of the route called, whichever provider
+                    // answers it.
                     SseBody::new(events, request_id.to_string(), docs_base)
+                        .endpoint(chat.endpoint)
+                        .outcome(outcome)
                         .report_usage(reporter, chat.asks_usage_for_client())
                         .into_response(status)
                         .map(Body::new)
@@ -130,6 +140,12 @@ impl<B> Service<Request<B>> for Forward {
                 }
             };
             response.extensions_mut().insert(wait);
+            if let Some(provider) = provider {
+                let status = response.status().as_u16();
+                response
+                    .extensions_mut()
+                    .insert(UpstreamFacts { provider, status });
+            }
             Ok(response)
         })
     }

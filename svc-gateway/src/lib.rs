@@ -9,6 +9,7 @@
 //! AgentCheck, the route's permission, OrgRateLimit, the handler (parse and validate),
 //! Idempotency and the provider.
 
+pub mod access_log;
 pub mod app;
 pub mod auth;
 pub mod config;
@@ -28,6 +29,7 @@ pub mod routes;
 pub mod server;
 pub mod session;
 pub mod sse;
+mod stream_error;
 pub mod telemetry;
 pub mod token_estimate;
 pub mod token_limit;

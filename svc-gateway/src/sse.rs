@@ -2,9 +2,10 @@
 //!
 //! [`SseBody`] yields each provider frame as its own HTTP body frame, so hyper writes (and,
 //! with TCP_NODELAY, sends) it at once: nothing is buffered whole. When the provider fails
-//! after the stream has started the status line is long gone, so the failure is told as a
-//! final event, `data: {"error": {...}}`, in the envelope's shape. Dropping the body (the
-//! client went away) drops the provider stream and with it the upstream request.
+//! after the stream has started the status line is long gone, so the failure is told as the
+//! final events, in the protocol of the route the client called (see [`crate::stream_error`]),
+//! with the envelope's code and request id. Dropping the body (the client went away) drops the
+//! provider stream and with it the upstream request.
 //!
 //! Only whole events go out. A frame that ends inside an event keeps its tail until the rest
 //! arrives (a client cannot use half an event anyway). Were a provider cut mid-event passed
@@ -30,7 +31,9 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::{Body, Frame};
 
+use crate::access_log::StreamOutcome;
 use crate::provider::{EventStream, ProviderError};
+use crate::request::Endpoint;
 use crate::session::Usage;
 use crate::usage::{self, Report, UsageReporter};
 
@@ -46,6 +49,12 @@ pub struct SseBody {
     events: Option<EventStream>,
     request_id: String,
     docs_base: Option<Arc<str>>,
+    /// The route the client called: the protocol a failure is told in.
+    endpoint: Endpoint,
+    /// Where a failure's code goes for the access log.
+    outcome: Option<StreamOutcome>,
+    /// Events passed on, counted on the Responses route only (its events are numbered).
+    sent_events: u64,
     /// What came after the last event boundary: not sent yet.
     unfinished: BytesMut,
     /// Where the usage goes when the stream ends.
@@ -74,12 +83,28 @@ impl SseBody {
             events: Some(events),
             request_id,
             docs_base,
+            endpoint: Endpoint::ChatCompletions,
+            outcome: None,
+            sent_events: 0,
             unfinished: BytesMut::new(),
             reporter: None,
             strip_usage_chunk: false,
             usage: None,
             sent_bytes: 0,
         }
+    }
+
+    /// Tells a failure in the protocol of `endpoint`, the route the client called (chat
+    /// completions' until set).
+    pub fn endpoint(mut self, endpoint: Endpoint) -> SseBody {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// Tells a failure's code to the access log through `outcome`.
+    pub fn outcome(mut self, outcome: Option<StreamOutcome>) -> SseBody {
+        self.outcome = outcome;
+        self
     }
 
     /// Reports the stream's usage through `reporter` when it ends; with `strip_usage_chunk`,
@@ -148,14 +173,26 @@ impl SseBody {
     }
 
     fn error_event(&self, error: &ProviderError) -> Bytes {
-        let envelope = error
-            .to_api_error()
-            .envelope(&self.request_id, self.docs_base.as_deref());
-        let mut event = Vec::with_capacity(envelope.len() + 8);
-        event.extend_from_slice(b"data: ");
-        event.extend_from_slice(&envelope);
-        event.extend_from_slice(b"\n\n");
-        Bytes::from(event)
+        let error = error.to_api_error();
+        if let Some(outcome) = &self.outcome {
+            outcome.failed(error.code().as_str());
+        }
+        crate::stream_error::events(
+            self.endpoint,
+            &error,
+            &self.request_id,
+            self.docs_base.as_deref(),
+            self.sent_events,
+        )
+    }
+
+    /// Counts what goes out: its bytes, and on the Responses route its events.
+    fn sent(&mut self, data: Option<&Bytes>) {
+        let Some(data) = data else { return };
+        self.sent_bytes += data.len() as u64;
+        if self.endpoint == Endpoint::Responses {
+            self.sent_events += split_events(data).count() as u64;
+        }
     }
 
     /// The whole events `data` completes, if any; keeps the rest for later.
@@ -174,6 +211,7 @@ impl SseBody {
     /// Ends the stream with the error event, after `events` (the whole events before it).
     fn fail(&mut self, events: Option<Bytes>, error: &ProviderError) -> Bytes {
         tracing::warn!(error = %error, "provider stream ended with an error");
+        self.sent(events.as_ref());
         let event = self.error_event(error);
         self.events = None;
         // Give the memory back, not only the length.
@@ -279,13 +317,12 @@ impl Body for SseBody {
                     // A clean end: whatever the provider sent last is passed on as it is.
                     let tail = self.unfinished.split().freeze();
                     let tail = self.observe(tail).filter(|t| !t.is_empty());
-                    self.sent_bytes += tail.as_ref().map_or(0, |t| t.len() as u64);
+                    self.sent(tail.as_ref());
                     self.finish();
                     return Poll::Ready(tail.map(|t| Ok(Frame::data(t))));
                 }
                 Poll::Ready(Some(Ok(data))) => {
                     let events = self.complete_events(data).and_then(|e| self.observe(e));
-                    self.sent_bytes += events.as_ref().map_or(0, |e| e.len() as u64);
                     if self.unfinished.len() > MAX_EVENT_BYTES {
                         let error = ProviderError::Unavailable {
                             reason: ProviderError::EVENT_TOO_LONG,
@@ -293,6 +330,7 @@ impl Body for SseBody {
                         let out = self.fail(events, &error);
                         return Poll::Ready(Some(Ok(Frame::data(out))));
                     }
+                    self.sent(events.as_ref());
                     if let Some(events) = events {
                         return Poll::Ready(Some(Ok(Frame::data(events))));
                     }
@@ -417,6 +455,68 @@ mod tests {
         assert!(!last.contains("xxx"));
         assert!(b.frame().await.is_none());
         assert_eq!(b.unfinished.capacity(), 0);
+    }
+
+    /// The events of `text`: each one's name (if any) and its data.
+    fn named_events(text: &[u8]) -> Vec<(Option<&str>, &str)> {
+        std::str::from_utf8(text)
+            .unwrap()
+            .split_terminator("\n\n")
+            .map(|event| {
+                let name = event.lines().find_map(|l| l.strip_prefix("event: "));
+                let data = event.lines().find_map(|l| l.strip_prefix("data: "));
+                (name, data.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_messages_stream_fails_with_anthropics_error_event() {
+        let b = body(vec![
+            Ok("event: message_start\ndata: {\"type\": \"message_start\"}\n\nevent: ping\nda"),
+            Err(ProviderError::Timeout),
+        ])
+        .endpoint(Endpoint::Messages);
+        let text = b.collect().await.unwrap().to_bytes();
+        let events = named_events(&text);
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0].0, Some("message_start"));
+        assert_eq!(events[1].0, Some("error"));
+        let error: serde_json::Value = serde_json::from_str(events[1].1).unwrap();
+        assert_eq!(error["type"], "error");
+        assert_eq!(error["error"]["type"], "timeout_error");
+        assert_eq!(error["error"]["code"], "PROVIDER_TIMEOUT");
+        assert_eq!(error["request_id"], "req-1");
+    }
+
+    #[tokio::test]
+    async fn a_responses_stream_fails_with_response_failed_numbered_after_what_was_sent() {
+        let huge: &'static str = "x".repeat(MAX_EVENT_BYTES).leak();
+        let b = body(vec![
+            Ok("event: response.created\ndata: {\"sequence_number\": 0}\n\n"),
+            Ok("event: response.in_progress\ndata: {\"sequence_number\": 1}\n\ndata: "),
+            Ok(huge),
+        ])
+        .endpoint(Endpoint::Responses);
+        let text = b.collect().await.unwrap().to_bytes();
+        let events = named_events(&text);
+        let names: Vec<_> = events.iter().map(|e| e.0).collect();
+        assert_eq!(
+            names,
+            [
+                Some("response.created"),
+                Some("response.in_progress"),
+                Some("response.failed"),
+                Some("error")
+            ]
+        );
+        let failed: serde_json::Value = serde_json::from_str(events[2].1).unwrap();
+        assert_eq!(failed["sequence_number"], 2);
+        assert_eq!(failed["response"]["error"]["code"], "PROVIDER_UNAVAILABLE");
+        let error: serde_json::Value = serde_json::from_str(events[3].1).unwrap();
+        assert_eq!(error["sequence_number"], 3);
+        assert_eq!(error["code"], "PROVIDER_UNAVAILABLE");
+        assert_eq!(error["error"]["request_id"], "req-1");
     }
 
     #[test]

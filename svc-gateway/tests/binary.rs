@@ -3,14 +3,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::process::Command;
 
 use http::Request;
-use http_body_util::Full;
 use serde_json::json;
+use support::logs::LoggedGateway;
 use support::{
     LIVE_MODEL, PROVIDER_KEY, Script, Upstream, World, auth, client, completion, json_body, send,
 };
@@ -47,69 +44,23 @@ fn a_configuration_error_exits_2_with_one_line() {
     );
 }
 
-/// Kills the child when the test ends, however it ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn logs_carry_metadata_only() {
     let world = World::random();
-    let auth_addr = auth::start(&world).await;
+    let auth_addr = auth::start(&world).await.to_string();
     let upstream = Upstream::start(Script::Json(200, completion("fine"), vec![])).await;
-    let port = svc_testkit::free_port();
-    let mut child = Command::new(BIN)
-        .env_clear()
-        .env("SVC_PORT", port.to_string())
-        .env("SVC_AUTH_GRPC_ADDR", auth_addr.to_string())
-        .env("SVC_AUTH_VALIDATE_TIMEOUT", "2s")
-        .env("SVC_PROVIDER_BASE_URL", upstream.base_url())
-        .env("SVC_PROVIDER_API_KEY", PROVIDER_KEY)
-        .env("SVC_PROVIDER_MODELS", LIVE_MODEL)
-        .env("SVC_LOG_LEVEL", "DEBUG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the binary");
-    let logs = Arc::new(Mutex::new(String::new()));
-    for pipe in [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let logs = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut logs = logs.lock().unwrap();
-                logs.push_str(&line);
-                logs.push('\n');
-            }
-        });
-    }
-    let child = Child(child);
-    let http = client();
-    let base = format!("http://127.0.0.1:{port}");
-    let up = svc_testkit::eventually(Duration::from_secs(10), || async {
-        let request = Request::get(format!("{base}/health"))
-            .body(Full::default())
-            .unwrap();
-        matches!(http.request(request).await, Ok(r) if r.status() == 200)
-    })
+    let base_url = upstream.base_url();
+    let gateway = LoggedGateway::start(&[
+        ("SVC_AUTH_GRPC_ADDR", auth_addr.as_str()),
+        ("SVC_AUTH_VALIDATE_TIMEOUT", "2s"),
+        ("SVC_PROVIDER_BASE_URL", base_url.as_str()),
+        ("SVC_PROVIDER_API_KEY", PROVIDER_KEY),
+        ("SVC_PROVIDER_MODELS", LIVE_MODEL),
+        ("SVC_LOG_LEVEL", "DEBUG"),
+    ])
     .await;
-    assert!(up, "the binary serves /health");
+    let http = client();
+    let base = gateway.base.clone();
 
     let secret_content = "TOP-SECRET-CONTENT-4711";
     let body =
@@ -146,24 +97,22 @@ async fn logs_carry_metadata_only() {
         400
     );
 
-    let logged = svc_testkit::eventually(Duration::from_secs(5), || async {
-        logs.lock().unwrap().contains("chat completion")
-    })
-    .await;
-    assert!(logged, "the request was logged");
-    drop(child);
-    let logs = logs.lock().unwrap().clone();
-    let line = logs
-        .lines()
-        .find(|l| l.contains("chat completion"))
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_str(line).expect("JSON log lines");
-    let fields = &json["fields"];
+    // The call's one line is the access log's.
+    let line = gateway
+        .line(|l| {
+            let fields = &l["fields"];
+            fields["message"] == "access"
+                && fields["route"] == "/v1/chat/completions"
+                && fields["status"] == 200
+        })
+        .await;
+    let fields = &line["fields"];
     assert_eq!(fields["org_id"], world.org_id.to_string());
     assert_eq!(fields["model"], LIVE_MODEL);
     assert_eq!(fields["message_count"], 1);
     assert_eq!(fields["stream"], false);
     assert!(fields["request_id"].as_str().is_some());
+    let logs = gateway.stop().await;
     for secret in [
         world.chat_token.as_str(),
         "WRONGSECRETabcdef",

@@ -17,27 +17,24 @@ use crate::context::{AgentStanding, AgentVerdict, OrgContext, Permissions, Token
 use crate::trace_context::{self, TRACEPARENT};
 
 /// The default deadline of each call.
-pub const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_VALIDATE_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// The default TCP connect timeout of the channel.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the channel pings an HTTP/2 connection, idle or not: a peer that vanished
 /// without a reset is noticed within this plus [`KEEPALIVE_TIMEOUT`], not when TCP gives up.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How long a keepalive ping may go unanswered before the connection is dropped.
-pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// TCP keepalive on the channel's socket, for the middleboxes that drop idle flows.
-pub const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+pub(crate) const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
-/// The `google.rpc.ErrorInfo` reason of a PermissionDenied for an inactive agent.
-pub const REASON_AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
-
-/// The `google.rpc.ErrorInfo` reason of an Unavailable ValidateToken that the token's own org
-/// earned: it holds its whole share of the secrets being verified.
-pub const REASON_COLD_SHARE_SPENT: &str = "COLD_SHARE_SPENT";
+use svc_core::reasons::{
+    AGENT_SUSPENDED as REASON_AGENT_SUSPENDED, COLD_SHARE_SPENT as REASON_COLD_SHARE_SPENT,
+};
 
 /// The address of the auth service could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +51,7 @@ pub enum GrpcClientError {
 ///
 /// The channel connects lazily (the first call pays the connect) and reconnects by itself;
 /// TCP_NODELAY is on, so a call does not wait on the server's delayed ACK. Each call carries a
-/// deadline ([`DEFAULT_VALIDATE_TIMEOUT`] unless set with
+/// deadline (50 ms unless set with
 /// [`validate_timeout`](GrpcAuthClient::validate_timeout)), sent to the server as
 /// `grpc-timeout` and enforced locally as well.
 ///
@@ -138,8 +135,8 @@ impl GrpcAuthClient {
     }
 
     /// The endpoint [`connect_lazy`](GrpcAuthClient::connect_lazy) uses: TCP_NODELAY,
-    /// [`DEFAULT_CONNECT_TIMEOUT`], HTTP/2 keepalive pings every [`KEEPALIVE_INTERVAL`] (idle
-    /// too) and [`TCP_KEEPALIVE`]. Adjust it and hand the channel to
+    /// a 1 s connect timeout, HTTP/2 keepalive pings every 10 s (idle too, 5 s to answer) and
+    /// TCP keepalive after 30 s. Adjust it and hand the channel to
     /// [`from_channel`](GrpcAuthClient::from_channel) for anything else.
     pub fn endpoint(addr: &str) -> Result<Endpoint, GrpcClientError> {
         let addr = addr.trim();

@@ -6,11 +6,14 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response, StatusCode};
 //! use http_body_util::{BodyExt, Full};
-//! use svc_tower::{
-//!     AgentCheckLayer, AgentError, BodyLimitLayer, ErrorEnvelopeLayer, IdempotencyLayer,
-//!     MemoryIdempotencyStore, MemoryRateLimitStore, OrgContext, OrgRateLimitLayer,
-//!     PatAuthLayer, Permissions, RequestIdLayer, RequirePermissionLayer, TokenError,
-//! };
+//! use svc_tower::agent::{AgentCheckLayer, AgentError};
+//! use svc_tower::auth::{PatAuthLayer, RequirePermissionLayer, TokenError};
+//! use svc_tower::body_limit::BodyLimitLayer;
+//! use svc_tower::context::{OrgContext, Permissions};
+//! use svc_tower::envelope::ErrorEnvelopeLayer;
+//! use svc_tower::idempotency::{IdempotencyLayer, MemoryIdempotencyStore};
+//! use svc_tower::rate_limit::{MemoryRateLimitStore, OrgRateLimitLayer};
+//! use svc_tower::request_id::RequestIdLayer;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //! use uuid::Uuid;
 //!
@@ -85,8 +88,7 @@
 //! | `RequirePermissionLayer` | [`auth`] | per route: the token must hold the route's permission bits | 403 `INSUFFICIENT_PERMISSIONS` |
 //! | `IdempotencyLayer` | [`idempotency`] | replays committed responses per org and `Idempotency-Key`; releases the key on 429/5xx; fails open | 400 `VALIDATION_ERROR`, 409 `IDEMPOTENCY_IN_PROGRESS` / `IDEMPOTENCY_KEY_REUSE` |
 //!
-//! Every layer, its validator traits and the types a stack is built from are re-exported at the
-//! crate root, so one `use svc_tower::{...}` builds a stack; the modules hold the details.
+//! Each name has one path: its module (`svc_tower::auth::PatAuthLayer`), as in tower-http.
 //! PatAuth and AgentCheck are [`check::AsyncCheck`] with the crate's checks: write a
 //! [`check::CheckRequest`] for any other check that must ask a backend before a request goes on.
 //!
@@ -148,30 +150,3 @@ pub mod rate_limit;
 pub mod request_id;
 pub mod store;
 pub mod trace_context;
-
-pub use agent::{AgentCheck, AgentCheckLayer, AgentError, AgentValidator, X_SVC_AGENT_ID};
-pub use auth::{
-    AuthFailureLimit, PatAuth, PatAuthLayer, RequirePermission, RequirePermissionLayer, TokenError,
-    TokenValidator,
-};
-pub use body::ResponseBody;
-pub use body_limit::{BodyLimit, BodyLimitLayer};
-pub use check::{AsyncCheck, AsyncCheckLayer, CheckRequest};
-pub use context::{AgentStanding, AgentVerdict, OrgContext, Permissions};
-pub use envelope::{ErrorEnvelope, ErrorEnvelopeLayer};
-pub use error::{ApiError, ErrorCode, FieldError, FieldErrorCode};
-#[cfg(feature = "grpc")]
-pub use grpc::GrpcAuthClient;
-#[cfg(feature = "redis")]
-pub use idempotency::RedisIdempotencyStore;
-pub use idempotency::{
-    IDEMPOTENCY_KEY, Idempotency, IdempotencyLayer, IdempotencyOutcome, IdempotencyStore,
-    MemoryIdempotencyStore,
-};
-pub use metrics::ProxyMetrics;
-#[cfg(feature = "redis")]
-pub use rate_limit::RedisRateLimitStore;
-pub use rate_limit::{MemoryRateLimitStore, OrgRateLimit, OrgRateLimitLayer, RateLimitStore};
-pub use request_id::{RequestId, RequestIdLayer, TraceId};
-#[cfg(feature = "redis")]
-pub use store::RedisPool;

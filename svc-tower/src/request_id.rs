@@ -60,11 +60,11 @@ use svc_core::trace::TRACEPARENT;
 pub use svc_core::trace::TraceId;
 
 /// `X-Request-ID`, the default request id header.
-pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// `X-Trace-ID`, the default trace id header.
-pub static X_TRACE_ID: HeaderName = HeaderName::from_static("x-trace-id");
+pub(crate) static X_TRACE_ID: HeaderName = HeaderName::from_static("x-trace-id");
 /// `X-Response-Time`, in milliseconds.
-pub static X_RESPONSE_TIME: HeaderName = HeaderName::from_static("x-response-time");
+pub(crate) static X_RESPONSE_TIME: HeaderName = HeaderName::from_static("x-response-time");
 
 /// The id of one request, in the request extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

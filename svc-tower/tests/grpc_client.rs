@@ -13,11 +13,11 @@ use http_body_util::{BodyExt, Full};
 use svc_testkit::fake_auth::{
     AGENT_NOT_AUTHORIZED, AGENT_SUSPENDED, AgentAnswer, FakeAuth, Grant, Method, TokenAnswer,
 };
-use svc_tower::GrpcAuthClient;
 use svc_tower::agent::AgentCheckLayer;
 use svc_tower::auth::{PatAuthLayer, TokenError, TokenValidator};
 use svc_tower::context::{OrgContext, Permissions};
 use svc_tower::envelope::ErrorEnvelopeLayer;
+use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::request_id::RequestIdLayer;
 use tonic::Code;
 use tower::{ServiceBuilder, ServiceExt, service_fn};

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use svc_testkit::fake_auth::FakeAuth;
-use svc_tower::GrpcAuthClient;
 use svc_tower::auth::{TokenError, TokenValidator};
+use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::grpc::GrpcClientError;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 

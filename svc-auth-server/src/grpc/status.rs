@@ -14,15 +14,9 @@ use tonic_types::{ErrorDetails, StatusExt};
 use crate::store::StoreError;
 use crate::verify::{HashError, VerifyError};
 
-/// The `domain` of every ErrorInfo this service sends.
-pub const ERROR_DOMAIN: &str = "svc.auth.v1";
-/// ErrorInfo reason: the agent is unknown or belongs to another org.
-pub const AGENT_NOT_AUTHORIZED: &str = "AGENT_NOT_AUTHORIZED";
-/// ErrorInfo reason: the agent is paused, suspended or archived.
-pub const AGENT_SUSPENDED: &str = "AGENT_SUSPENDED";
-/// ErrorInfo reason of an Unavailable ValidateToken: the token's own org holds its whole
-/// share of the secrets being verified, so the caller's traffic earned the refusal.
-pub const COLD_SHARE_SPENT: &str = "COLD_SHARE_SPENT";
+pub use svc_core::reasons::{
+    AGENT_NOT_AUTHORIZED, AGENT_SUSPENDED, COLD_SHARE_SPENT, ERROR_DOMAIN,
+};
 
 /// `error: cause: cause` on one line.
 struct Chain<'a>(&'a (dyn Error + 'static));

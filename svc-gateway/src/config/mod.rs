@@ -99,6 +99,8 @@ pub struct Config {
     pub env: Environment,
     /// `SVC_LOG_LEVEL` and `SVC_LOG_FORMAT`.
     pub log: LogSettings,
+    /// `SVC_ACCESS_LOG`: one line per request at INFO (default true).
+    pub access_log: bool,
     /// Tracing export.
     pub otel: OtelSettings,
     /// `SVC_TRUST_INBOUND_SAMPLING`: follow the sampled flag of a client's `traceparent`.
@@ -223,6 +225,7 @@ impl Config {
         if production && log.format != LogFormat::Json {
             return Err(ConfigError::new(SVC_LOG_FORMAT, "production requires json"));
         }
+        let access_log = vars.parse_or(SVC_ACCESS_LOG, true, svc_runtime::config::parse_bool)?;
         let otel = OtelSettings::from_vars(vars, DEFAULT_SERVICE_NAME, env)?;
         let trust_inbound_sampling = vars.parse_or(
             SVC_TRUST_INBOUND_SAMPLING,
@@ -258,6 +261,7 @@ impl Config {
             ledger_batch,
             env,
             log,
+            access_log,
             otel,
             trust_inbound_sampling,
             sentry_dsn,

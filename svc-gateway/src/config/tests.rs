@@ -31,6 +31,8 @@ fn defaults_apply() {
     assert_eq!(c.otel.service_name, "svc-gateway");
     assert_eq!(c.otel.deployment_environment, "development");
     assert!(c.postgres_dsn.is_none() && c.sentry_dsn.is_none() && c.error_docs_base.is_none());
+    assert!(c.access_log);
+    assert!(!parse(&[("SVC_ACCESS_LOG", "false")]).unwrap().access_log);
 }
 
 #[test]
@@ -103,6 +105,7 @@ fn each_bad_value_names_its_variable() {
         // A URL, but not a DSN: no key, no project.
         ("SENTRY_DSN", "https://sentry.example.com/"),
         ("SVC_GRPC_ALLOW_PLAINTEXT", "perhaps"),
+        ("SVC_ACCESS_LOG", "maybe"),
     ];
     for &(var, value) in cases {
         let err = refused(&[(var, value)]);

@@ -66,6 +66,8 @@ pub const POSTGRES_DSN: &str = "POSTGRES_DSN";
 pub const SVC_ENV: &str = "SVC_ENV";
 /// `DEBUG`, `INFO`, `WARN` or `ERROR`.
 pub const SVC_LOG_LEVEL: &str = "SVC_LOG_LEVEL";
+/// `true` (default) or `false`: one access-log line per request at INFO.
+pub const SVC_ACCESS_LOG: &str = "SVC_ACCESS_LOG";
 /// `json` or `text`.
 pub const SVC_LOG_FORMAT: &str = "SVC_LOG_FORMAT";
 /// Fallback service name.

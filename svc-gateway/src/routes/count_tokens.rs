@@ -15,11 +15,10 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use svc_tower::body_limit;
-use svc_tower::context::OrgContext;
-use svc_tower::request_id::RequestId;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
+use crate::access_log::CallFacts;
 use crate::request::Endpoint;
 use crate::validate;
 
@@ -43,22 +42,14 @@ pub(crate) async fn count_tokens(State(state): State<CountState>, request: Reque
         Ok(api) => Arc::new(api),
         Err(error) => return (*error).into_response_with(Body::empty()),
     };
-    tracing::info!(
-        org_id = parts
-            .extensions
-            .get::<OrgContext>()
-            .map(|o| o.org_id.to_string()),
-        request_id = parts.extensions.get::<RequestId>().map(|r| r.to_string()),
-        route = Endpoint::CountTokens.route(),
-        model = %api.model,
-        message_count = api.message_count,
-        "{}",
-        Endpoint::CountTokens.noun()
-    );
+    let facts = CallFacts::of(&api);
     let mut inner = Request::from_parts(parts, Body::empty());
     inner.extensions_mut().insert(api);
-    match state.forward.oneshot(inner).await {
+    let mut response = match state.forward.oneshot(inner).await {
         Ok(response) => response,
         Err(never) => match never {},
-    }
+    };
+    // The call's line in the access log names the model.
+    response.extensions_mut().insert(facts);
+    response
 }

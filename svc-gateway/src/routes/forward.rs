@@ -24,6 +24,7 @@ use tower::util::BoxCloneSyncService;
 
 use uuid::Uuid;
 
+use crate::access_log::CallFacts;
 use crate::ledger::{Ledger, UsageRecord};
 use crate::request::{ApiRequest, Endpoint};
 use crate::session::{Checkpoint, CheckpointWriter, Entry, SessionId};
@@ -62,16 +63,8 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     let org = parts.extensions.get::<OrgContext>().cloned();
     let request_id = parts.extensions.get::<RequestId>().copied();
     let session = parts.extensions.get::<SessionId>().cloned();
-    tracing::info!(
-        org_id = org.as_ref().map(|o| o.org_id.to_string()),
-        request_id = request_id.map(|r| r.to_string()),
-        route = state.endpoint.route(),
-        model = %api.model,
-        message_count = api.message_count,
-        stream = api.stream,
-        "{}",
-        state.endpoint.noun()
-    );
+    // The call's line in the access log names the model.
+    let facts = CallFacts::of(&api);
 
     // Tokens per minute: the estimate is taken before the provider sees the call.
     let reservation = match &org {
@@ -79,10 +72,12 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
         None => None,
     };
     if let Some(refused) = reservation.as_ref().filter(|r| !r.decision.allowed) {
-        return refused
+        let mut response = refused
             .decision
             .rejection()
             .into_response_with(Body::empty());
+        response.extensions_mut().insert(facts);
+        return response;
     }
 
     // The report (a JSON answer's before its head is back here, a stream's at its end) and
@@ -123,6 +118,7 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     if let Some(reservation) = &reservation {
         reservation.decision.set_headers(response.headers_mut());
     }
+    response.extensions_mut().insert(facts);
 
     let call = Call {
         api,

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod logs;
 pub mod stack;
 pub mod upstream;
 

@@ -39,7 +39,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use svc_tower::GrpcAuthClient;
+use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::grpc::GrpcClientError;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 

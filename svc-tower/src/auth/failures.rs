@@ -25,14 +25,14 @@ use http::{Extensions, HeaderMap, HeaderName};
 use tokio::time::Instant;
 
 /// Default most addresses tracked at once.
-pub const DEFAULT_MAX_ADDRESSES: usize = 100_000;
+pub(crate) const DEFAULT_MAX_ADDRESSES: usize = 100_000;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// Reads the client's socket address from a request's extensions.
 pub type AddrFn = fn(&Extensions) -> Option<SocketAddr>;
 
-/// Limits rejected tokens per client address; see the [module docs](self). Cheap to clone:
+/// Limits rejected tokens per client address; see the [module docs](crate::auth). Cheap to clone:
 /// clones share one table.
 #[derive(Clone)]
 pub struct AuthFailureLimit {

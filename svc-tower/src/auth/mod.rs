@@ -68,7 +68,7 @@ mod permission;
 mod service;
 mod validator;
 
-pub use failures::{AddrFn, AuthFailureLimit, DEFAULT_MAX_ADDRESSES};
+pub use failures::{AddrFn, AuthFailureLimit};
 pub use permission::{RequirePermission, RequirePermissionLayer};
 pub use service::{PatAuth, PatAuthLayer, PatCheck};
 pub use validator::{TokenError, TokenValidator, bearer_token};

@@ -14,11 +14,10 @@ use tower::BoxError;
 
 use crate::error::{ApiError, ErrorCode};
 
-/// The error a [`LimitedBody`] yields once the body grows past the limit.
-///
-/// It is http-body-util's type, so axum's own extractors (`Bytes`, `Json`, ...) recognise it
-/// too. Find it in an error chain with [`is_length_limit_error`].
-pub use http_body_util::LengthLimitError;
+// The error a `LimitedBody` yields once the body grows past the limit is http-body-util's, so
+// axum's own extractors (`Bytes`, `Json`, ...) recognise it too; callers find it in an error
+// chain with `is_length_limit_error`, not by its type.
+use http_body_util::LengthLimitError;
 
 pin_project! {
     /// A request body that fails with [`LengthLimitError`] once more than the limit has been

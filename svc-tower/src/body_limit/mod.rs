@@ -31,7 +31,7 @@
 //!
 //! A `Content-Length` over the limit is refused at once: the inner service is not called and
 //! the body is never polled. Any other body (chunked, or honest about its length) reaches the
-//! inner service as a [`LimitedBody`], which fails with [`LengthLimitError`] as soon as more
+//! inner service as a [`LimitedBody`], which fails with http-body-util's `LengthLimitError` as soon as more
 //! than the limit has been read, so nothing ever buffers more than the limit. The inner service
 //! turns that into the 413 with [`collect`] (or [`is_length_limit_error`] on the error it got).
 //! If it answers anything else after its reader hit the limit (axum's `Bytes` extractor answers
@@ -51,7 +51,5 @@
 mod body;
 mod service;
 
-pub use body::{
-    LengthLimitError, LimitedBody, collect, is_body_timeout_error, is_length_limit_error,
-};
+pub use body::{LimitedBody, collect, is_body_timeout_error, is_length_limit_error};
 pub use service::{BodyLimit, BodyLimitLayer, ResponseFuture};

@@ -5,7 +5,7 @@
 //! future, and on success [`CheckRequest::apply`] puts what it learned on the request. A
 //! refusal is an [`ApiError`] response, so every check answers in the same envelope.
 //!
-//! [`PatAuth`](crate::PatAuth) and [`AgentCheck`](crate::AgentCheck) are this layer with the
+//! [`PatAuth`](crate::auth::PatAuth) and [`AgentCheck`](crate::agent::AgentCheck) are this layer with the
 //! crate's own checks; write your own for anything else that must be asked of a backend
 //! before a request goes on.
 //!
@@ -15,7 +15,7 @@
 //!
 //! use http::{Request, Response, StatusCode};
 //! use svc_tower::check::{AsyncCheckLayer, CheckRequest};
-//! use svc_tower::{ApiError, ErrorCode};
+//! use svc_tower::error::{ApiError, ErrorCode};
 //! use tower::{Layer, ServiceExt, service_fn};
 //!
 //! /// Lets through only requests that name a tenant, and hands the tenant on.

@@ -14,19 +14,19 @@ use crate::metrics::ProxyMetrics;
 /// `Idempotency-Key`: the client's key for one logical request.
 pub static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// `Idempotent-Replayed: true` marks a response served from the store.
-pub static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+pub(crate) static IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 /// The response headers stored with a committed response and replayed with it.
-pub const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::CONTENT_ENCODING];
+pub(crate) const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::CONTENT_ENCODING];
 
 /// The longest accepted `Idempotency-Key`, in characters.
-pub const MAX_KEY_CHARS: usize = 256;
+pub(crate) const MAX_KEY_CHARS: usize = 256;
 /// How long a committed response is replayed.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long a claim holds a key without a commit: longer than the provider timeout (60 s by
 /// default), bounded so a crashed replica never wedges a key.
-pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(120);
 /// The budget of one store operation before the layer fails open.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 
 pub(crate) type RouteFn = Arc<dyn Fn(&Parts) -> String + Send + Sync>;
 pub(crate) type RefuseFn = Arc<dyn Fn(&Parts, &[u8]) -> Option<ApiError> + Send + Sync>;

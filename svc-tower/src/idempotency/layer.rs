@@ -220,7 +220,7 @@ fn scope(parts: &Parts) -> Result<Option<(Uuid, Arc<str>)>, FieldError> {
     Ok(key(&parts.headers)?.map(|key| (org.org_id, Arc::from(key))))
 }
 
-/// The request's `Idempotency-Key`, when it sends one: text of 1 to [`MAX_KEY_CHARS`]
+/// The request's `Idempotency-Key`, when it sends one: text of 1 to 256
 /// characters. Anything else is the field error a 400 `VALIDATION_ERROR` carries. A service
 /// that validates requests before this layer (as the svc gateway does) calls it too, so both
 /// apply the same rule.

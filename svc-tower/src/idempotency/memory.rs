@@ -10,16 +10,16 @@ use super::store::{Claim, ClaimToken, IdempotencyStore, StoredResponse};
 use crate::store::{StoreError, StoreFuture};
 
 /// Default most records held at once.
-pub const DEFAULT_MEMORY_MAX_ENTRIES: usize = 10_000;
+pub(crate) const DEFAULT_MEMORY_MAX_ENTRIES: usize = 10_000;
 /// Default most bytes of keys, headers and bodies held at once (64 MiB).
-pub const DEFAULT_MEMORY_MAX_BYTES: usize = 64 << 20;
+pub(crate) const DEFAULT_MEMORY_MAX_BYTES: usize = 64 << 20;
 
 /// A single-process idempotency store with TTL expiry: the right choice for one replica,
 /// wrong for several (each would run the same request once).
 ///
 /// Bounded: at most [`max_entries`](Self::max_entries) records and
 /// [`max_bytes`](Self::max_bytes) of keys, headers and bodies (defaults
-/// [`DEFAULT_MEMORY_MAX_ENTRIES`], [`DEFAULT_MEMORY_MAX_BYTES`]). A claim or commit that would pass a bound
+/// 10,000 records and 64 MiB). A claim or commit that would pass a bound
 /// first evicts the oldest records (by claim time), expired or not; a response larger than
 /// the byte bound on its own is not stored, so its key is freed for a retry. Eviction trades a
 /// possible second provider call for a process that cannot run out of memory.

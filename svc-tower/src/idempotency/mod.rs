@@ -80,7 +80,7 @@
 //! After the inner call: a 429 or 5xx response releases the claim (the same key may retry); so
 //! does a rejection carrying an [`ApiError`](crate::error::ApiError), whose body the envelope
 //! renders later and which would replay empty. Any other response is buffered, committed with
-//! its status, [`STORED_HEADERS`] and body for the TTL (24 h by default), and returned. If the
+//! its status, `Content-Type`, `Content-Encoding` and body for the TTL (24 h by default), and returned. If the
 //! request is abandoned mid-call (the client went away), the claim is released in the
 //! background. The layer consumes the `Idempotency-Key` header: the inner service never sees it.
 //!
@@ -100,14 +100,11 @@ mod redis;
 mod respond;
 mod store;
 
-pub use config::{
-    DEFAULT_PENDING_TTL, DEFAULT_TIMEOUT, DEFAULT_TTL, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-    MAX_KEY_CHARS, STORED_HEADERS,
-};
+pub use config::IDEMPOTENCY_KEY;
 pub use fingerprint::Fingerprint;
 pub use future::ResponseFuture;
 pub use layer::{Idempotency, IdempotencyLayer, key};
-pub use memory::{DEFAULT_MEMORY_MAX_BYTES, DEFAULT_MEMORY_MAX_ENTRIES, MemoryIdempotencyStore};
+pub use memory::MemoryIdempotencyStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisIdempotencyStore;
 pub use respond::IdempotencyOutcome;

@@ -49,7 +49,7 @@ impl fmt::Debug for ClaimToken {
 pub struct StoredResponse {
     /// The status the inner service answered.
     pub status: StatusCode,
-    /// The stored subset of its headers ([`STORED_HEADERS`](super::STORED_HEADERS)).
+    /// The stored subset of its headers (`Content-Type` and `Content-Encoding`).
     pub headers: HeaderMap,
     /// The body, byte for byte.
     pub body: Bytes,

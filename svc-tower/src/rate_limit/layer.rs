@@ -18,26 +18,25 @@ use crate::error::{ApiError, ErrorCode};
 use crate::metrics::ProxyMetrics;
 use crate::store::{FailureKind, StoreError, StoreFuture, WarnThrottle};
 
-/// The limit when none is given: 600 requests per minute.
-pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 600;
 /// How long a decision may take before the layer fails open.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(25);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_millis(25);
 
 /// `X-RateLimit-Limit`: the org's requests per minute.
-pub static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(crate) static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: requests the org may still send right now.
-pub static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(crate) static X_RATELIMIT_REMAINING: HeaderName =
+    HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`: seconds until the org's allowance is whole again.
-pub static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub(crate) static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 /// `x-ratelimit-limit-requests`: [`X_RATELIMIT_LIMIT`] under the name OpenAI's API uses, which
 /// the official SDKs and agent frameworks read to pace themselves.
-pub static X_RATELIMIT_LIMIT_REQUESTS: HeaderName =
+pub(crate) static X_RATELIMIT_LIMIT_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-limit-requests");
 /// `x-ratelimit-remaining-requests`: [`X_RATELIMIT_REMAINING`] under OpenAI's name.
-pub static X_RATELIMIT_REMAINING_REQUESTS: HeaderName =
+pub(crate) static X_RATELIMIT_REMAINING_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-remaining-requests");
 /// `x-ratelimit-reset-requests`: the reset as OpenAI writes it, a duration like `1s` or `6m0s`.
-pub static X_RATELIMIT_RESET_REQUESTS: HeaderName =
+pub(crate) static X_RATELIMIT_RESET_REQUESTS: HeaderName =
     HeaderName::from_static("x-ratelimit-reset-requests");
 
 static WARN: WarnThrottle = WarnThrottle::new("rate_limit");

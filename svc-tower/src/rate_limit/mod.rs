@@ -55,18 +55,13 @@ mod tokens;
 #[cfg(feature = "redis")]
 mod tokens_redis;
 
-pub use layer::{
-    DEFAULT_REQUESTS_PER_MINUTE, DEFAULT_TIMEOUT, OrgRateLimit, OrgRateLimitLayer, ResponseFuture,
-    X_RATELIMIT_LIMIT, X_RATELIMIT_LIMIT_REQUESTS, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_REMAINING_REQUESTS, X_RATELIMIT_RESET, X_RATELIMIT_RESET_REQUESTS,
-};
+pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
-pub use store::{Decision, NoopRateLimitStore, PERIOD, RateLimitStore};
+pub use store::{Decision, NoopRateLimitStore, RateLimitStore};
 pub use tokens::{
     MemoryTokenBudgetStore, NoopTokenBudgetStore, TokenBudget, TokenBudgetStore, TokenDecision,
-    X_RATELIMIT_LIMIT_TOKENS, X_RATELIMIT_REMAINING_TOKENS, X_RATELIMIT_RESET_TOKENS,
 };
 #[cfg(feature = "redis")]
 pub use tokens_redis::RedisTokenBudgetStore;

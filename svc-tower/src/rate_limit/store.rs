@@ -1,12 +1,8 @@
 use std::sync::Arc;
-use std::time::Duration;
 
 use uuid::Uuid;
 
 use crate::store::StoreFuture;
-
-/// The window a limit counts over: the limit is in requests per minute.
-pub const PERIOD: Duration = Duration::from_secs(60);
 
 /// The outcome of one rate-limit check, with what the `X-RateLimit-*` headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,10 @@ use http_body_util::Full;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 use uuid::Uuid;
 
+use super::layer::{
+    X_RATELIMIT_LIMIT, X_RATELIMIT_LIMIT_REQUESTS, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_REMAINING_REQUESTS, X_RATELIMIT_RESET, X_RATELIMIT_RESET_REQUESTS,
+};
 use super::*;
 use crate::context::{OrgContext, Permissions};
 use crate::error::{ApiError, ErrorCode};

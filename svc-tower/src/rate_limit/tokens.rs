@@ -14,6 +14,11 @@
 //! up to one window of the limit (an empty bucket): a single overshoot can cost the org the
 //! next minute, never more.
 //!
+//! This is a store, not a layer, on purpose: what a call will cost is known only once its body
+//! is parsed, and what it cost only once its answer (or its stream) has ended, both of which
+//! are the service's business. The svc gateway reserves and settles around its provider call;
+//! a service of yours does the same around whatever it meters.
+//!
 //! ```
 //! use svc_tower::rate_limit::{MemoryTokenBudgetStore, TokenBudget, TokenBudgetStore};
 //!
@@ -43,13 +48,13 @@ use crate::error::{ApiError, ErrorCode};
 use crate::store::{StoreError, StoreFuture};
 
 /// `x-ratelimit-limit-tokens`: the binding tokens-per-minute limit, as OpenAI's API names it.
-pub static X_RATELIMIT_LIMIT_TOKENS: HeaderName =
+pub(crate) static X_RATELIMIT_LIMIT_TOKENS: HeaderName =
     HeaderName::from_static("x-ratelimit-limit-tokens");
 /// `x-ratelimit-remaining-tokens`: tokens still available right now under that limit.
-pub static X_RATELIMIT_REMAINING_TOKENS: HeaderName =
+pub(crate) static X_RATELIMIT_REMAINING_TOKENS: HeaderName =
     HeaderName::from_static("x-ratelimit-remaining-tokens");
 /// `x-ratelimit-reset-tokens`: when that allowance is whole again, as OpenAI writes it (`6m0s`).
-pub static X_RATELIMIT_RESET_TOKENS: HeaderName =
+pub(crate) static X_RATELIMIT_RESET_TOKENS: HeaderName =
     HeaderName::from_static("x-ratelimit-reset-tokens");
 
 /// What one call draws on: its org's tokens per minute and its token's own, where set.
