@@ -39,7 +39,7 @@ def cut():
     except anthropic.APIError as error:
         return {
             "raised": True,
-            "error": type(error).__name__,
+            "raised_as": type(error).__name__,
             "message": str(error),
             "body": getattr(error, "body", None),
             "text": "".join(text),

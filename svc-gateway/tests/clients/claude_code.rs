@@ -1,6 +1,11 @@
 //! Claude Code (`claude -p`) with its default model, configured only through its variables:
 //! `ANTHROPIC_BASE_URL`, `ANTHROPIC_AUTH_TOKEN` (the PAT), `ANTHROPIC_CUSTOM_HEADERS` (the
 //! agent header), with non-essential traffic off and a fresh `HOME`.
+//!
+//! When a stream fails, Claude Code sends the turn again without streaming (unless
+//! `CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK` is set) and says so only in its debug log: the
+//! test checks that the gateway's error reaches it there, and that with the fallback off the
+//! run ends with that error.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,6 +17,9 @@ use svc_testkit::TempDir;
 use super::stack::Stack;
 use super::tools::{self, Run};
 use super::upstream::CUT_MARKER;
+
+/// The message of the gateway's PROVIDER_UNAVAILABLE envelope.
+const PROVIDER_UNAVAILABLE_MESSAGE: &str = "The provider is unavailable.";
 
 /// The tool the upstream calls: it only reads, so it needs no permission in `-p` mode.
 const TOOL: &str = "ToolSearch";
@@ -30,13 +38,24 @@ fn claude(prefix: &Path, stack: &Stack) -> (Command, TempDir) {
     (command, home)
 }
 
-/// `claude -p prompt` with the events of the run as JSON lines.
-async fn ask(prefix: &Path, stack: &Stack, prompt: &str) -> (Run, Vec<Value>) {
+/// `claude -p prompt` with `env` on top, its events as JSON lines, and its debug log.
+async fn ask(
+    prefix: &Path,
+    stack: &Stack,
+    prompt: &str,
+    env: &[(&str, &str)],
+) -> (Run, Vec<Value>, String) {
     let (mut command, home) = claude(prefix, stack);
-    command.args(["-p", prompt, "--output-format", "stream-json", "--verbose"]);
+    let debug = home.path().join("debug.log");
+    command
+        .envs(env.iter().copied())
+        .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
+        .arg("--debug-file")
+        .arg(&debug);
     let run = tools::run(command, home.path()).await;
     let events = super::node::json_lines(&run);
-    (run, events)
+    let log = std::fs::read_to_string(&debug).unwrap_or_default();
+    (run, events, log)
 }
 
 /// The content blocks of the run's messages of `role`.
@@ -59,7 +78,7 @@ async fn claude_code_runs_a_tool_loop_and_shows_a_cut_stream() {
     let stack = Stack::start().await;
     stack.upstream.prefer(&[TOOL]);
 
-    let (run, events) = ask(&prefix, &stack, "Find the Rust files here.").await;
+    let (run, events, _) = ask(&prefix, &stack, "Find the Rust files here.", &[]).await;
     let output = run.output();
     assert!(run.success, "{output}\n{}", stack.logs());
     let result = events
@@ -84,18 +103,34 @@ async fn claude_code_runs_a_tool_loop_and_shows_a_cut_stream() {
     assert!(turns.iter().any(|t| t.has_tool_result()), "{turns:?}");
     assert!(turns.iter().all(|t| t.status == 200), "{turns:?}");
 
-    // A stream the upstream cuts: the run ends with the gateway's error, the turn not resent.
-    let (run, events) = ask(&prefix, &stack, &format!("Say {CUT_MARKER}.")).await;
-    let output = run.output();
-    let cut = stack.upstream.seen().into_iter().filter(|e| e.cut).count();
+    // A stream the upstream cuts. Claude Code's own answer to a failed stream is to send the
+    // turn again without streaming: the gateway's error must reach it (its log names the code)
+    // and the stream must not be resent.
+    let cut_so_far = || stack.upstream.seen().into_iter().filter(|e| e.cut).count();
+    let prompt = format!("Say {CUT_MARKER}.");
+    let (run, _, log) = ask(&prefix, &stack, &prompt, &[]).await;
+    let summary = stack.upstream.summary();
+    assert!(run.success, "{}", run.output());
     assert!(
-        output.contains("PROVIDER_UNAVAILABLE"),
-        "the gateway's error shows: {output}"
+        log.contains("PROVIDER_UNAVAILABLE"),
+        "the gateway's error reached Claude Code: {log}\n{summary}"
+    );
+    assert_eq!(cut_so_far(), 1, "one stream cut, not resent: {summary}");
+
+    // Without that fallback, the run ends with the gateway's error: Claude Code prints the
+    // error's message (the code stays in its log).
+    let fallback_off = [("CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK", "1")];
+    let (run, events, log) = ask(&prefix, &stack, &prompt, &fallback_off).await;
+    let output = run.output();
+    let summary = stack.upstream.summary();
+    assert!(
+        output.contains(PROVIDER_UNAVAILABLE_MESSAGE) && log.contains("PROVIDER_UNAVAILABLE"),
+        "the gateway's error shows: {output}\n{summary}"
     );
     let result = events.iter().find(|e| e["type"] == "result");
     assert!(
         !run.success || result.is_some_and(|r| r["is_error"] == true),
         "the run failed: {output}"
     );
-    assert_eq!(cut, 1, "the cut turn was sent once: {output}");
+    assert_eq!(cut_so_far(), 2, "the cut turn was sent once: {summary}");
 }

@@ -8,7 +8,8 @@
 //! gateway's own validator, so a translated request must be a valid one of its protocol.
 //! Two things are scripted: which tools to call when offered ([`Upstream::prefer`]: a client
 //! offers dozens, some of which would spawn more agents), and a stream cut: a streamed request
-//! whose body holds [`CUT_MARKER`] gets its first events, then the connection breaks.
+//! at the user's turn whose body holds [`CUT_MARKER`] gets its first events, then the
+//! connection breaks.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -203,6 +204,7 @@ async fn answer(State(inner): State<Arc<Inner>>, request: Request) -> Response {
     let mut json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let recorded = json.clone();
     let cut = json["stream"] == true
+        && users_turn(&json, endpoint)
         && body
             .windows(CUT_MARKER.len())
             .any(|w| w == CUT_MARKER.as_bytes());
