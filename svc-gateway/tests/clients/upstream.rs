@@ -108,7 +108,18 @@ impl Upstream {
         self.seen()
             .iter()
             .map(|e| {
-                let tools = tool_names(&e.body);
+                // Each tool's name, with its type when it is not a function.
+                let tools: Vec<String> = e.body["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| match t["type"].as_str() {
+                        Some("function") | None => tool_names(&json!({"tools": [t]})).concat(),
+                        Some(kind) => {
+                            format!("{}:{kind}", tool_names(&json!({"tools": [t]})).concat())
+                        }
+                    })
+                    .collect();
                 format!(
                     "{} {} stream={} tools={tools:?} choice={} result={} status={} cut={}\n",
                     e.path,
