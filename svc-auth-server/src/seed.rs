@@ -26,9 +26,10 @@ use crate::verify::{HashError, Hasher};
 /// The admin token's permissions: every bit that exists, so every administrative call works
 /// with it (bootstrap's admin token holds the same).
 pub const ADMIN_PERMISSIONS: Permissions = Permissions::ALL_KNOWN;
-/// The chat token's permissions: chat-like routes and embeddings.
-pub const CHAT_PERMISSIONS: Permissions =
-    Permissions::CHAT_COMPLETIONS.union(Permissions::EMBEDDINGS);
+/// The chat token's permissions: chat-like routes, embeddings and MCP tools.
+pub const CHAT_PERMISSIONS: Permissions = Permissions::CHAT_COMPLETIONS
+    .union(Permissions::EMBEDDINGS)
+    .union(Permissions::MCP_TOOLS);
 
 /// What to create.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -319,6 +320,6 @@ mod tests {
     #[test]
     fn admin_holds_management_and_chat() {
         assert!(ADMIN_PERMISSIONS.contains(Permissions::ALL_KNOWN));
-        assert_eq!(CHAT_PERMISSIONS.bits(), 1 | 1 << 4);
+        assert_eq!(CHAT_PERMISSIONS.bits(), 1 | 1 << 4 | 1 << 11);
     }
 }

@@ -171,7 +171,8 @@ async fn migrate_then_seed_prints_working_tokens() {
     let chat = validate(&mut client, output["chat_token"].as_str().unwrap())
         .await
         .unwrap();
-    assert_eq!(chat.permissions, 0b01_0001);
+    // Chat, embeddings and MCP tools.
+    assert_eq!(chat.permissions, 0b1000_0001_0001);
     assert_eq!(chat.org_id, org_id.to_string());
 
     // Default: one active agent.

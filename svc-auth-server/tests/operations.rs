@@ -950,3 +950,109 @@ async fn a_narrower_token_cannot_revoke_a_wider_one() {
         .unwrap();
     assert_unauthenticated(&mut h.client, &revoke_only).await;
 }
+
+#[tokio::test]
+async fn tool_grants_are_replaced_whole_audited_and_carried_by_validate_token() {
+    let mut h = start().await;
+    let admin = h.seed.admin_token.clone();
+    let agent = new_agent(&mut h, &admin, "tooling").await;
+    assert!(agent.tools.is_empty());
+    let set = |tools: &[&str]| v1::SetAgentToolsRequest {
+        agent_id: agent.agent_id.clone(),
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+    };
+    let granted = h
+        .client
+        .set_agent_tools(bearer(set(&["srv/echo", "gh/*", "srv/echo"]), &admin))
+        .await
+        .expect("tools set")
+        .into_inner();
+    assert_eq!(granted.tools, ["srv/echo", "gh/*"]);
+    let read = h
+        .client
+        .get_agent(bearer(
+            v1::GetAgentRequest {
+                agent_id: agent.agent_id.clone(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.tools, ["srv/echo", "gh/*"]);
+
+    // ValidateToken's verdict on the agent carries its grants.
+    let verdict = |h: &mut Harness| {
+        let request = v1::ValidateTokenRequest {
+            access_token: h.seed.chat_token.clone(),
+            agent_id: Some(agent.agent_id.clone()),
+        };
+        let mut client = h.client.clone();
+        async move {
+            client
+                .validate_token(request)
+                .await
+                .unwrap()
+                .into_inner()
+                .agent
+                .expect("a verdict")
+        }
+    };
+    assert_eq!(verdict(&mut h).await.tools, ["srv/echo", "gh/*"]);
+    let cleared = h
+        .client
+        .set_agent_tools(bearer(set(&[]), &admin))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(cleared.tools.is_empty());
+    assert!(verdict(&mut h).await.tools.is_empty());
+
+    // Malformed grants, another org's agent, and a token without AGENT_MANAGE are refused.
+    for bad in ["srv", "srv/", "srv/a b", "s.v/echo", "srv/ec*"] {
+        let refused = h
+            .client
+            .set_agent_tools(bearer(set(&["ok/fine", bad]), &admin))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), Code::InvalidArgument, "{bad}");
+        assert!(
+            refused.message().contains("tools[1]"),
+            "{}",
+            refused.message()
+        );
+    }
+    let other = seed_org(&h.config, None).await;
+    let theirs = v1::SetAgentToolsRequest {
+        agent_id: agent_id(&other, "active").to_string(),
+        tools: vec!["srv/*".into()],
+    };
+    let refused = h
+        .client
+        .set_agent_tools(bearer(theirs, &admin))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    let reader = token_with(&mut h, Permissions::AGENT_READ).await;
+    let refused = h
+        .client
+        .set_agent_tools(bearer(set(&["srv/*"]), &reader))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+
+    // Each change is one agent.tools event with the new list.
+    let changes: Vec<_> = audit_trail(&mut h, &admin)
+        .await
+        .into_iter()
+        .filter(|e| e.action == "agent.tools" && e.outcome == "ok")
+        .collect();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert_eq!(changes[0].detail["tools"], "");
+    assert_eq!(changes[1].detail["tools"], "srv/echo gh/*");
+    assert!(
+        changes
+            .iter()
+            .all(|e| e.target_id.as_deref() == Some(agent.agent_id.as_str()))
+    );
+}

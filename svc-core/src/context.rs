@@ -5,6 +5,8 @@
 //! AgentCheck fills in the verified agent. Everything after them (rate limits, idempotency keys,
 //! handlers) reads the org from here, never from the request.
 
+use std::sync::Arc;
+
 use uuid::Uuid;
 
 use crate::permissions::Permissions;
@@ -76,12 +78,14 @@ pub struct TokenLimits {
 /// org. PatAuth puts it on the request when its validator answers one (see
 /// `PatAuthLayer::prefetch_agent`); AgentCheck then decides from it instead of asking its own
 /// validator. Only server-side code can insert an extension, so a client cannot forge one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentVerdict {
     /// The agent asked about.
     pub agent_id: Uuid,
     /// Its standing in the token's org.
     pub standing: AgentStanding,
+    /// The agent's tool grants (`server/tool` or `server/*`); empty when it has none.
+    pub tools: Arc<[String]>,
 }
 
 /// An agent's standing in an org.

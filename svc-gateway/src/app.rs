@@ -37,6 +37,7 @@ use crate::config::Config;
 use crate::forward::Forward;
 use crate::http_metrics::HttpMetrics;
 use crate::ledger::{Ledger, LedgerMetrics, LedgerSink, PgLedger};
+use crate::mcp::{McpMetrics, McpServers, SessionMap};
 use crate::provider::{Registry, live};
 use crate::readiness::{self, AuthGrpcChecker, RedisChecker};
 use crate::request::Endpoint;
@@ -83,6 +84,9 @@ pub struct Gateway {
     checkpoints: Option<(CheckpointWriter, WriterTask)>,
     ledger: Option<Ledger>,
     ledger_metrics: LedgerMetrics,
+    /// The registry file's MCP servers.
+    mcp: McpServers,
+    mcp_metrics: McpMetrics,
     metrics: ProxyMetrics,
     tokens: TokenMetrics,
     http_metrics: HttpMetrics,
@@ -113,6 +117,13 @@ impl Gateway {
     /// auth channel spawns its worker there).
     pub fn new(config: Config) -> Result<Gateway, StartError> {
         let registry = Registry::from_config(&config.provider)?;
+        let mcp_entries = config
+            .provider
+            .file
+            .as_ref()
+            .map(|file| &file.mcp_servers[..]);
+        let mcp =
+            McpServers::new(mcp_entries.unwrap_or_default()).map_err(live::BuildError::from)?;
         let redis = match &config.redis_url {
             Some(url) => Some(RedisPool::new(url.expose()).map_err(StartError::Redis)?),
             None => None,
@@ -135,6 +146,8 @@ impl Gateway {
         tokens.register(&mut prometheus);
         let ledger_metrics = LedgerMetrics::default();
         ledger_metrics.register(&mut prometheus);
+        let mcp_metrics = McpMetrics::default();
+        mcp_metrics.register(&mut prometheus);
         // With PostgreSQL the ledger shares the sessions' pool: the same role, which may
         // insert ledger rows and read none.
         let ledger = sessions.as_ref().map(|sessions| {
@@ -166,6 +179,8 @@ impl Gateway {
             checkpoints,
             ledger,
             ledger_metrics,
+            mcp,
+            mcp_metrics,
             metrics,
             tokens,
             http_metrics,
@@ -277,6 +292,17 @@ impl Gateway {
     fn forward(&self) -> Forward {
         Forward::new(self.registry.clone(), self.config.error_docs_base.clone())
             .drain(self.drain.clone())
+    }
+
+    /// MCP sessions: shared in Redis, or in this process without `REDIS_URL`.
+    fn mcp_sessions(&self) -> SessionMap {
+        match &self.redis {
+            Some(pool) => SessionMap::Redis {
+                pool: pool.clone(),
+                prefix: self.config.redis_key_prefix.clone(),
+            },
+            None => SessionMap::memory(),
+        }
     }
 
     /// The service under the handler: Idempotency, then the provider.
@@ -404,6 +430,31 @@ impl Gateway {
                     .layer(IdentityLayer)
                     .layer(RequirePermissionLayer::chat_completions()),
             );
+        // MCP servers: the chat stack with the MCP_TOOLS permission, and a 401 that names the
+        // scheme, as the MCP authorization rules ask.
+        let mcp = axum::routing::on(
+            axum::routing::MethodFilter::POST
+                .or(axum::routing::MethodFilter::GET)
+                .or(axum::routing::MethodFilter::DELETE),
+            crate::mcp::handle,
+        )
+        .with_state(crate::mcp::McpState {
+            servers: self.mcp.clone(),
+            sessions: self.mcp_sessions(),
+            metrics: self.mcp_metrics.clone(),
+            ledger: self.ledger.clone(),
+            max_body: config.max_request_body_bytes,
+        })
+        .route_layer(
+            ServiceBuilder::new()
+                .map_response(crate::mcp::bearer_challenge)
+                .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
+                .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                .layer(pat_auth.clone())
+                .layer(agent_check.clone())
+                .layer(RequirePermissionLayer::new(Permissions::MCP_TOOLS))
+                .layer(rate_limit.clone()),
+        );
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
@@ -461,6 +512,8 @@ impl Gateway {
             .route("/v1/models/{*model}", model.clone())
             .route("/proxy/v1/models/{*model}", model)
             .route("/v1/orgs/{org_id}/auth-probe", probe)
+            .route("/mcp/{server}", mcp.clone())
+            .route("/proxy/mcp/{server}", mcp)
             .merge(ops)
             .method_not_allowed_fallback(routes::method_not_allowed)
             .fallback(routes::not_found)

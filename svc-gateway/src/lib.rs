@@ -21,6 +21,7 @@ pub mod forward;
 pub mod fuzzing;
 pub mod http_metrics;
 pub mod ledger;
+pub mod mcp;
 pub mod provider;
 pub mod readiness;
 pub mod request;

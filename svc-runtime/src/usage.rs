@@ -11,6 +11,18 @@ use uuid::Uuid;
 pub const MAX_MODEL_CHARS: usize = 256;
 /// Longest provider name the ledger keeps.
 pub const MAX_PROVIDER_CHARS: usize = 128;
+/// Longest tool (`server/tool`) the ledger keeps.
+pub const MAX_TOOL_CHARS: usize = 200;
+
+/// What a record of an MCP tool call adds: which tool, and how the call ended. Never its
+/// arguments or its result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// `server/tool`.
+    pub tool: String,
+    /// `ok`, `error` or `denied`.
+    pub outcome: &'static str,
+}
 
 /// One call a provider was asked to answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +49,8 @@ pub struct UsageRecord {
     pub latency_ms: u32,
     /// When the call was made.
     pub at: DateTime<Utc>,
+    /// Set for an MCP tool call (then `provider` is the server and `model` is empty).
+    pub tool: Option<ToolCall>,
 }
 
 impl UsageRecord {
@@ -45,6 +59,9 @@ impl UsageRecord {
     pub fn bounded(mut self) -> UsageRecord {
         truncate_chars(&mut self.model, MAX_MODEL_CHARS);
         truncate_chars(&mut self.provider, MAX_PROVIDER_CHARS);
+        if let Some(call) = &mut self.tool {
+            truncate_chars(&mut call.tool, MAX_TOOL_CHARS);
+        }
         self.prompt_tokens = self.prompt_tokens.max(0);
         self.completion_tokens = self.completion_tokens.max(0);
         if !(100..=599).contains(&self.status) {
@@ -78,6 +95,7 @@ mod tests {
             status: 42,
             latency_ms: 1,
             at: Utc::now(),
+            tool: None,
         }
         .bounded();
         assert_eq!(record.model.chars().count(), MAX_MODEL_CHARS);

@@ -252,6 +252,7 @@ fn agent_verdict((asked, verdict): (Uuid, &v1::AgentVerdict)) -> Option<AgentVer
     Some(AgentVerdict {
         agent_id: asked,
         standing,
+        tools: verdict.tools.iter().cloned().collect(),
     })
 }
 

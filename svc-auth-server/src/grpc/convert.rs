@@ -125,6 +125,7 @@ pub(crate) fn agent(detail: AgentDetail) -> v1::Agent {
         created_at: Some(timestamp(detail.agent.created_at)),
         updated_at: Some(timestamp(detail.updated_at)),
         status_reason: detail.status_reason,
+        tools: detail.agent.tools,
     }
 }
 

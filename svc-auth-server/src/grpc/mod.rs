@@ -346,6 +346,20 @@ impl<S: Store> AuthService for AuthApi<S> {
         .map(Response::new)
     }
 
+    async fn set_agent_tools(
+        &self,
+        request: Request<v1::SetAgentToolsRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        let caller = self
+            .authorize(&agents::SET_TOOLS, request.metadata())
+            .await?;
+        self.audited(&agents::SET_TOOLS, &caller, async {
+            agents::set_tools(self.store(), &caller, request.into_inner()).await
+        })
+        .await
+        .map(Response::new)
+    }
+
     async fn create_user(
         &self,
         request: Request<v1::CreateUserRequest>,
@@ -495,12 +509,17 @@ impl<S: Store> AuthApi<S> {
         };
         self.metrics
             .observe_validate_agent(result, started.elapsed().as_secs_f64());
-        v1::AgentVerdict {
-            agent_id: agent_id.to_string(),
-            found: found.is_some(),
-            status: found
-                .map(|agent| agent.status.as_str().to_owned())
-                .unwrap_or_default(),
+        match found {
+            Some(agent) => v1::AgentVerdict {
+                agent_id: agent_id.to_string(),
+                found: true,
+                status: agent.status.as_str().to_owned(),
+                tools: agent.tools,
+            },
+            None => v1::AgentVerdict {
+                agent_id: agent_id.to_string(),
+                ..v1::AgentVerdict::default()
+            },
         }
     }
 

@@ -25,6 +25,7 @@ pub(super) async fn get_usage<S: Store>(
         Ok(v1::UsageGroupBy::Agent) => UsageGroup::Agent,
         Ok(v1::UsageGroupBy::Model) => UsageGroup::Model,
         Ok(v1::UsageGroupBy::Day) => UsageGroup::Day,
+        Ok(v1::UsageGroupBy::Tool) => UsageGroup::Tool,
         Err(_) => return Err(Status::invalid_argument("group_by is not a known grouping")),
     };
     let start = optional_time("start_time", req.start_time)?;
@@ -55,6 +56,17 @@ pub(super) async fn get_usage<S: Store>(
             .into_iter()
             .map(|row| v1::UsageTotals {
                 total_tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
+                outcomes: match group {
+                    UsageGroup::Tool => [
+                        ("ok", row.ok_calls),
+                        ("error", row.error_calls),
+                        ("denied", row.denied_calls),
+                    ]
+                    .into_iter()
+                    .map(|(outcome, calls)| (outcome.to_owned(), calls))
+                    .collect(),
+                    _ => Default::default(),
+                },
                 key: row.key,
                 requests: row.requests,
                 prompt_tokens: row.prompt_tokens,

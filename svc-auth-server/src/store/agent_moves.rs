@@ -28,6 +28,15 @@ pub(super) trait AgentStatements: Send {
         reason: Option<&str>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Replaces the tool grants (stored as [`agent_tools::join`](super::agent_tools::join)
+    /// makes them) and sets the change time.
+    fn update_agent_tools(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Writes one audit event.
     fn insert_audit(
         &mut self,
@@ -71,6 +80,24 @@ pub(super) async fn move_agent<C: AgentStatements>(
         .detail("from", from.as_str())
         .detail("to", to.as_str());
     conn.insert_audit(org_id, &audit).await?;
+    conn.agent_detail(org_id, agent_id, false).await
+}
+
+/// [`Store::set_agent_tools`](super::Store::set_agent_tools) on one connection.
+pub(super) async fn set_tools<C: AgentStatements>(
+    conn: &mut C,
+    org_id: Uuid,
+    agent_id: Uuid,
+    tools: Vec<String>,
+    audit: AuditEntry,
+) -> Result<Option<AgentDetail>, StoreError> {
+    if conn.agent_detail(org_id, agent_id, true).await?.is_none() {
+        return Ok(None);
+    }
+    let joined = super::agent_tools::join(&tools);
+    conn.update_agent_tools(org_id, agent_id, &joined).await?;
+    conn.insert_audit(org_id, &audit.detail("tools", joined))
+        .await?;
     conn.agent_detail(org_id, agent_id, false).await
 }
 

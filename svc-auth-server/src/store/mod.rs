@@ -16,6 +16,7 @@ use std::future::Future;
 use uuid::Uuid;
 
 mod agent_moves;
+mod agent_tools;
 mod driver_error;
 mod model;
 pub mod postgres;
@@ -181,6 +182,17 @@ pub trait Store: Clone + Send + Sync + 'static {
         agent_id: Uuid,
         status: AgentStatus,
         reason: Option<String>,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<Option<AgentDetail>, StoreError>> + Send;
+
+    /// Replaces the tool grants of an agent of `org_id` and writes `audit` with the new list
+    /// added to its detail (`tools`), in one transaction. `None` if no such agent is visible
+    /// in `org_id`.
+    fn set_agent_tools(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: Vec<String>,
         audit: AuditEntry,
     ) -> impl Future<Output = Result<Option<AgentDetail>, StoreError>> + Send;
 

@@ -155,6 +155,8 @@ pub struct Agent {
     pub name: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
+    /// The MCP tools it may reach: `server/tool` or `server/*`, in the order set.
+    pub tools: Vec<String>,
 }
 
 /// An agent with what only its administration reads: when it last changed and why.
@@ -386,19 +388,22 @@ pub enum AuditAction {
     AgentCreate,
     /// SetAgentStatus.
     AgentStatus,
+    /// SetAgentTools.
+    AgentTools,
     /// CreateUser.
     UserCreate,
 }
 
 impl AuditAction {
     /// Every action, in the order the API grew them.
-    pub const ALL: [AuditAction; 6] = [
+    pub const ALL: [AuditAction; 7] = [
         AuditAction::OrgBootstrap,
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
         AuditAction::AgentCreate,
         AuditAction::AgentStatus,
         AuditAction::UserCreate,
+        AuditAction::AgentTools,
     ];
 
     /// The stored and wire word.
@@ -409,6 +414,7 @@ impl AuditAction {
             AuditAction::TokenRevoke => "token.revoke",
             AuditAction::AgentCreate => "agent.create",
             AuditAction::AgentStatus => "agent.status",
+            AuditAction::AgentTools => "agent.tools",
             AuditAction::UserCreate => "user.create",
         }
     }

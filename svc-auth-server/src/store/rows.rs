@@ -21,10 +21,10 @@ pub(super) const TOKEN_COLUMNS: &str = "token_id, org_id, user_id, agent_id, per
 pub(super) const VALIDATION_COLUMNS: &str = "token_id, org_id, user_id, agent_id, permissions, secret_hash, expires_at, revoked_at, \
      rpm_limit, tpm_limit";
 /// The columns of an [`AgentRow`].
-pub(super) const AGENT_COLUMNS: &str = "agent_id, org_id, status, name, created_at";
+pub(super) const AGENT_COLUMNS: &str = "agent_id, org_id, status, name, created_at, tools";
 /// The columns of an [`AgentDetailRow`].
 pub(super) const AGENT_DETAIL_COLUMNS: &str =
-    "agent_id, org_id, status, name, created_at, updated_at, status_reason";
+    "agent_id, org_id, status, name, created_at, tools, updated_at, status_reason";
 /// The columns of a [`UserRow`], for a query that joins `users` as `u`.
 pub(super) const USER_COLUMNS: &str = "u.user_id, u.display_name AS name, u.created_at";
 /// The columns of an [`AuditRow`] but `detail`, whose text form each backend selects itself.
@@ -136,6 +136,7 @@ pub(super) struct ValidationWithAgentRow<T> {
     asked_status: Option<String>,
     asked_name: Option<String>,
     asked_created_at: Option<T>,
+    asked_tools: Option<String>,
 }
 
 impl<T: StoredTime> TryFrom<ValidationWithAgentRow<T>> for (TokenRecord, Option<Agent>) {
@@ -155,6 +156,7 @@ impl<T: StoredTime> TryFrom<ValidationWithAgentRow<T>> for (TokenRecord, Option<
                     status,
                     name: row.asked_name,
                     created_at,
+                    tools: row.asked_tools.unwrap_or_default(),
                 })?)
             }
             _ => None,
@@ -171,6 +173,8 @@ pub(super) struct AgentRow<T> {
     status: String,
     name: Option<String>,
     created_at: T,
+    /// The tool grants, one space between patterns.
+    tools: String,
 }
 
 impl<T: StoredTime> TryFrom<AgentRow<T>> for Agent {
@@ -189,6 +193,7 @@ impl<T: StoredTime> TryFrom<AgentRow<T>> for Agent {
             status,
             name: row.name,
             created_at: row.created_at.into_time()?,
+            tools: super::agent_tools::split(&row.tools),
         })
     }
 }
@@ -287,6 +292,7 @@ mod tests {
             status: "enabled".to_owned(),
             name: None,
             created_at: 0_i64,
+            tools: String::new(),
         };
         let error = Agent::try_from(row).expect_err("not a status");
         assert!(matches!(error, StoreError::Query(_)), "{error:?}");

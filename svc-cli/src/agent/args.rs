@@ -76,6 +76,33 @@ pub enum AgentCommand {
     Suspend(StatusChange),
     /// Archive an agent for good: no state follows
     Archive(StatusChange),
+    /// Set the MCP tools an agent may reach, replacing its list (`server/tool` or `server/*`)
+    #[command(
+        after_help = "An agent with no tools reaches none. The gateway applies the list from \
+                      the agent's next request on, sessions already open included."
+    )]
+    Tools(ToolsChange),
+}
+
+/// `svc agent tools ID PATTERN...` or `svc agent tools ID --clear`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ToolsChange {
+    /// The agent's id
+    #[arg(value_name = "AGENT_ID", value_parser = uuid)]
+    pub agent_id: Uuid,
+    /// The whole new list: `server/tool` grants one tool, `server/*` every tool of a server
+    #[arg(
+        value_name = "PATTERN",
+        required_unless_present = "clear",
+        conflicts_with = "clear"
+    )]
+    pub tools: Vec<String>,
+    /// Remove every grant
+    #[arg(long)]
+    pub clear: bool,
+    /// `--json`.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `pause`, `resume`, `suspend` and `archive`.
@@ -161,5 +188,22 @@ mod tests {
         ] {
             parse(bad).expect_err(&format!("{bad:?}"));
         }
+    }
+
+    #[test]
+    fn tools_takes_patterns_or_clear() {
+        let agent = Uuid::new_v4().to_string();
+        let AgentCommand::Tools(change) = parse(&["tools", &agent, "srv/echo", "gh/*"]).unwrap()
+        else {
+            panic!("tools")
+        };
+        assert_eq!(change.tools, ["srv/echo", "gh/*"]);
+        assert!(!change.clear);
+        let AgentCommand::Tools(change) = parse(&["tools", &agent, "--clear"]).unwrap() else {
+            panic!("tools")
+        };
+        assert!(change.tools.is_empty() && change.clear);
+        assert!(parse(&["tools", &agent]).is_err());
+        assert!(parse(&["tools", &agent, "srv/echo", "--clear"]).is_err());
     }
 }

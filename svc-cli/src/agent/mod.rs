@@ -1,5 +1,5 @@
-//! `svc agent`: agents of the admin token's org and the kill switch (CreateAgent, GetAgent,
-//! ListAgents, SetAgentStatus). Reached and configured as every admin command is
+//! `svc agent`: agents of the admin token's org, the kill switch and tool grants
+//! (CreateAgent, GetAgent, ListAgents, SetAgentStatus, SetAgentTools). Reached and configured as every admin command is
 //! ([`crate::admin`]).
 
 mod args;
@@ -8,9 +8,10 @@ mod output;
 use svc_auth_server::store::AgentStatus;
 use svc_proto::v1::{
     CreateAgentRequest, GetAgentRequest, ListAgentsRequest, SetAgentStatusRequest,
+    SetAgentToolsRequest,
 };
 
-pub use args::{AgentArgs, AgentCommand, StatusChange};
+pub use args::{AgentArgs, AgentCommand, StatusChange, ToolsChange};
 
 use crate::admin::{Admin, Failure};
 
@@ -70,6 +71,19 @@ pub async fn run(admin: &Admin, command: AgentCommand) -> Result<String, Failure
         AgentCommand::Resume(change) => set_status(admin, AgentStatus::Active, change).await,
         AgentCommand::Suspend(change) => set_status(admin, AgentStatus::Suspended, change).await,
         AgentCommand::Archive(change) => set_status(admin, AgentStatus::Archived, change).await,
+        AgentCommand::Tools(change) => {
+            let request = SetAgentToolsRequest {
+                agent_id: change.agent_id.to_string(),
+                // `--clear` comes with no pattern: an empty list.
+                tools: change.tools,
+            };
+            let agent = admin
+                .call("SetAgentTools", request, async |mut client, request| {
+                    client.set_agent_tools(request).await
+                })
+                .await?;
+            Ok(output::agent(&agent, change.output.format()))
+        }
     }
 }
 

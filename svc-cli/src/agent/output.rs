@@ -15,6 +15,7 @@ fn json(agent: &Agent) -> Value {
         "created_at": time(agent.created_at.as_ref()),
         "updated_at": time(agent.updated_at.as_ref()),
         "status_reason": agent.status_reason,
+        "tools": agent.tools,
     })
 }
 
@@ -25,7 +26,8 @@ fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>, next: Option<&str>) ->
         ("STATUS", 9),
         ("CREATED", 20),
         ("UPDATED", 20),
-        ("REASON", 0),
+        ("REASON", 24),
+        ("TOOLS", 0),
     ]);
     for agent in agents {
         table.row(&[
@@ -35,9 +37,19 @@ fn table<'a>(agents: impl IntoIterator<Item = &'a Agent>, next: Option<&str>) ->
             &time_or(agent.created_at.as_ref(), "-"),
             &time_or(agent.updated_at.as_ref(), "-"),
             agent.status_reason.as_deref().unwrap_or("-"),
+            &tools(agent),
         ]);
     }
     table.finish(next)
+}
+
+/// The grants, comma-separated, or `-`.
+fn tools(agent: &Agent) -> String {
+    if agent.tools.is_empty() {
+        "-".to_owned()
+    } else {
+        agent.tools.join(",")
+    }
 }
 
 /// One agent: created, shown or moved.

@@ -44,11 +44,14 @@ pub struct UsageArgs {
 }
 
 fn group() -> impl TypedValueParser<Value = UsageGroupBy> {
-    PossibleValuesParser::new(["token", "agent", "model", "day"]).map(|by| match by.as_str() {
-        "agent" => UsageGroupBy::Agent,
-        "model" => UsageGroupBy::Model,
-        "day" => UsageGroupBy::Day,
-        _ => UsageGroupBy::Token,
+    PossibleValuesParser::new(["token", "agent", "model", "day", "tool"]).map(|by| {
+        match by.as_str() {
+            "agent" => UsageGroupBy::Agent,
+            "model" => UsageGroupBy::Model,
+            "day" => UsageGroupBy::Day,
+            "tool" => UsageGroupBy::Tool,
+            _ => UsageGroupBy::Token,
+        }
     })
 }
 

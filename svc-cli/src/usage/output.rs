@@ -12,6 +12,7 @@ fn group_name(by: UsageGroupBy) -> &'static str {
         UsageGroupBy::Agent => "agent",
         UsageGroupBy::Model => "model",
         UsageGroupBy::Day => "day",
+        UsageGroupBy::Tool => "tool",
         UsageGroupBy::Token | UsageGroupBy::Unspecified => "token",
     }
 }
@@ -28,9 +29,16 @@ pub(crate) fn totals(
         sum.prompt_tokens += g.prompt_tokens;
         sum.completion_tokens += g.completion_tokens;
         sum.total_tokens += g.total_tokens;
+        for (outcome, calls) in &g.outcomes {
+            *sum.outcomes.entry(outcome.clone()).or_default() += calls;
+        }
         sum
     });
+    let tools = by == UsageGroupBy::Tool;
     let figures = |g: &UsageTotals| {
+        if tools {
+            return json!({"requests": g.requests, "outcomes": g.outcomes});
+        }
         json!({
             "requests": g.requests,
             "prompt_tokens": g.prompt_tokens,
@@ -58,20 +66,37 @@ pub(crate) fn totals(
         Format::Human => {
             let mut out = String::new();
             let line = |out: &mut String, key: &str, g: &UsageTotals| {
-                let _ = writeln!(
-                    out,
-                    "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
-                    g.requests, g.prompt_tokens, g.completion_tokens, g.total_tokens
-                );
+                let outcome = |word: &str| g.outcomes.get(word).copied().unwrap_or(0);
+                let _ = if tools {
+                    writeln!(
+                        out,
+                        "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
+                        g.requests,
+                        outcome("ok"),
+                        outcome("error"),
+                        outcome("denied")
+                    )
+                } else {
+                    writeln!(
+                        out,
+                        "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
+                        g.requests, g.prompt_tokens, g.completion_tokens, g.total_tokens
+                    )
+                };
+            };
+            let columns = if tools {
+                ["CALLS", "OK", "ERROR", "DENIED"]
+            } else {
+                ["REQUESTS", "PROMPT", "COMPLETION", "TOTAL"]
             };
             let _ = writeln!(
                 out,
                 "{:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
                 group_name(by).to_uppercase(),
-                "REQUESTS",
-                "PROMPT",
-                "COMPLETION",
-                "TOTAL"
+                columns[0],
+                columns[1],
+                columns[2],
+                columns[3]
             );
             for group in groups {
                 let key = if group.key.is_empty() {
@@ -87,5 +112,39 @@ pub(crate) fn totals(
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_groups_print_calls_by_outcome() {
+        let group = UsageTotals {
+            key: "srv/echo".into(),
+            requests: 3,
+            outcomes: [("ok".to_owned(), 2), ("denied".to_owned(), 1)].into(),
+            ..UsageTotals::default()
+        };
+        let human = totals(
+            UsageGroupBy::Tool,
+            std::slice::from_ref(&group),
+            None,
+            Format::Human,
+        );
+        let lines: Vec<Vec<&str>> = human
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["TOOL", "CALLS", "OK", "ERROR", "DENIED"]);
+        assert_eq!(lines[1], ["srv/echo", "3", "2", "0", "1"]);
+        assert_eq!(lines[2], ["total", "3", "2", "0", "1"]);
+        let json: serde_json::Value =
+            serde_json::from_str(&totals(UsageGroupBy::Tool, &[group], None, Format::Json))
+                .unwrap();
+        assert_eq!(json["group_by"], "tool");
+        assert_eq!(json["groups"][0]["outcomes"]["denied"], 1);
+        assert_eq!(json["total"]["outcomes"]["ok"], 2);
     }
 }

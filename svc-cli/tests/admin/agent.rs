@@ -157,3 +157,32 @@ async fn refusals_are_one_line() {
         one_line(&svc(bad, &env).await, 2);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_replace_an_agents_grants_and_clear_removes_them() {
+    let auth = auth_server().await;
+    let created = auth.json(&["agent", "create", "--json"]).await;
+    let id = created["agent_id"].as_str().expect("an id").to_owned();
+    assert_eq!(created["tools"], serde_json::json!([]));
+    let granted = auth
+        .json(&["agent", "tools", &id, "srv/echo", "github/*", "--json"])
+        .await;
+    assert_eq!(
+        granted["tools"],
+        serde_json::json!(["srv/echo", "github/*"])
+    );
+    let env = auth.admin_env();
+    let output = svc(&["agent", "get", &id], &env).await;
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.lines().next().unwrap().ends_with("TOOLS"), "{text}");
+    assert!(text.contains("srv/echo,github/*"), "{text}");
+    let cleared = auth
+        .json(&["agent", "tools", &id, "--clear", "--json"])
+        .await;
+    assert_eq!(cleared["tools"], serde_json::json!([]));
+    let stderr = one_line(&svc(&["agent", "tools", &id, "not-a-grant"], &env).await, 1);
+    assert!(
+        stderr.starts_with("error: SetAgentTools: InvalidArgument"),
+        "{stderr}"
+    );
+}

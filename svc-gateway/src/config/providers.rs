@@ -17,6 +17,12 @@
 //! [[models]]
 //! name = "claude-*"               # a trailing * matches a prefix
 //! targets = ["anthropic"]         # a bare provider sends the client's model name
+//!
+//! [[mcp_servers]]
+//! name = "github"                 # the route /mcp/github, and the `server` of tool grants
+//! url = "https://mcp.example.com/mcp"   # a Streamable HTTP endpoint
+//! timeout = "60s"                 # the deadline of an answer's head
+//! headers_env = { "Authorization" = "GITHUB_MCP_AUTH" }  # values read from these variables
 //! ```
 //!
 //! The file is read and checked whole at start; the first mistake is reported as
@@ -38,6 +44,10 @@ pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// Longest provider name: it is a metric label.
 pub const MAX_PROVIDER_NAME_CHARS: usize = 64;
+/// Default `timeout` of an MCP server.
+pub const DEFAULT_MCP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest MCP server name: it is a path segment, a metric label and the start of a grant.
+pub const MAX_MCP_SERVER_NAME_CHARS: usize = 64;
 
 /// What a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +115,20 @@ pub struct ModelEntry {
     pub targets: Vec<TargetEntry>,
 }
 
+/// One `[[mcp_servers]]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerEntry {
+    /// Its name: the route `/mcp/{name}`, the metric label, the `server` of a tool grant.
+    pub name: String,
+    /// Its Streamable HTTP endpoint.
+    pub url: String,
+    /// The deadline of an answer's head (a JSON answer's whole body; a stream runs on).
+    pub timeout: Duration,
+    /// The only headers it is sent besides the transport's own, values read from the
+    /// variables `headers_env` names.
+    pub headers: Vec<(http::HeaderName, Secret)>,
+}
+
 /// The whole registry, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryFile {
@@ -112,6 +136,8 @@ pub struct RegistryFile {
     pub providers: Vec<ProviderEntry>,
     /// The models, in file order.
     pub models: Vec<ModelEntry>,
+    /// The MCP servers, in file order.
+    pub mcp_servers: Vec<McpServerEntry>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +147,18 @@ struct RawFile {
     providers: Vec<RawProvider>,
     #[serde(default)]
     models: Vec<RawModel>,
+    #[serde(default)]
+    mcp_servers: Vec<RawMcpServer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcpServer {
+    name: String,
+    url: String,
+    timeout: Option<String>,
+    #[serde(default)]
+    headers_env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -193,7 +231,78 @@ pub(super) fn parse_file(text: &str, env: &Vars) -> Result<RegistryFile, String>
         }
         models.push(checked);
     }
-    Ok(RegistryFile { providers, models })
+    let mut mcp_servers: Vec<McpServerEntry> = Vec::with_capacity(raw.mcp_servers.len());
+    for (i, entry) in raw.mcp_servers.into_iter().enumerate() {
+        let checked =
+            mcp_server(entry, env).map_err(|reason| format!("mcp_servers[{i}]: {reason}"))?;
+        if mcp_servers.iter().any(|s| s.name == checked.name) {
+            return Err(format!(
+                "mcp_servers[{i}]: duplicate server name {:?}",
+                checked.name
+            ));
+        }
+        mcp_servers.push(checked);
+    }
+    Ok(RegistryFile {
+        providers,
+        models,
+        mcp_servers,
+    })
+}
+
+/// Headers the transport sets itself, or that would carry the client's identity: never taken
+/// from `headers_env`.
+const RESERVED_MCP_HEADERS: [&str; 9] = [
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+    "x-svc-agent-id",
+    "transfer-encoding",
+];
+
+fn mcp_server(raw: RawMcpServer, env: &Vars) -> Result<McpServerEntry, String> {
+    let name_ok = (1..=MAX_MCP_SERVER_NAME_CHARS).contains(&raw.name.len())
+        && raw
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    if !name_ok {
+        return Err(format!(
+            "name {:?} must be 1 to {MAX_MCP_SERVER_NAME_CHARS} letters, digits, '-' or '_'",
+            raw.name
+        ));
+    }
+    let url = http_url(&raw.url).map_err(|reason| format!("url: {reason}"))?;
+    let timeout = match raw.timeout {
+        Some(value) => parse::duration(&value).map_err(|reason| format!("timeout: {reason}"))?,
+        None => DEFAULT_MCP_TIMEOUT,
+    };
+    let mut headers = Vec::with_capacity(raw.headers_env.len());
+    for (header, var) in raw.headers_env {
+        let name = http::HeaderName::from_bytes(header.as_bytes())
+            .map_err(|_| format!("headers_env: {header:?} is not a header name"))?;
+        if RESERVED_MCP_HEADERS.contains(&name.as_str()) {
+            return Err(format!(
+                "headers_env: {header:?} is set by the gateway, not the file"
+            ));
+        }
+        let value = env.get(&var).map(str::trim).filter(|v| !v.is_empty());
+        let value = value.ok_or_else(|| format!("headers_env: {var} is not set"))?;
+        if http::HeaderValue::from_str(value).is_err() {
+            return Err(format!("headers_env: {var} is not a valid header value"));
+        }
+        headers.push((name, Secret::new(value)));
+    }
+    Ok(McpServerEntry {
+        name: raw.name,
+        url,
+        timeout,
+        headers,
+    })
 }
 
 fn provider(raw: RawProvider, env: &Vars) -> Result<ProviderEntry, String> {

@@ -241,3 +241,70 @@ fn the_variable_reads_the_file_and_replaces_the_single_provider_ones() {
         "{error}"
     );
 }
+
+/// GOOD with one `[[mcp_servers]]` entry of `body` appended.
+fn with_mcp(body: &str) -> String {
+    format!("{GOOD}\n[[mcp_servers]]\n{body}\n")
+}
+
+#[test]
+fn mcp_servers_are_read_with_headers_from_the_environment() {
+    let text = with_mcp(
+        "name = \"git_hub-1\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"5s\"\n\
+         headers_env = { \"Authorization\" = \"GITHUB_MCP_AUTH\" }",
+    );
+    let env = Vars::from_pairs([
+        ("OPENAI_API_KEY", "sk-openai"),
+        ("ANTHROPIC_API_KEY", "sk-ant"),
+        ("GITHUB_MCP_AUTH", "Bearer gh-secret"),
+    ]);
+    let file = parse_file(&text, &env).unwrap();
+    let [server] = &file.mcp_servers[..] else {
+        panic!("one server")
+    };
+    assert_eq!(server.name, "git_hub-1");
+    assert_eq!(server.url, "http://127.0.0.1:9/mcp");
+    assert_eq!(server.timeout, Duration::from_secs(5));
+    assert_eq!(server.headers.len(), 1);
+    assert_eq!(server.headers[0].0, "authorization");
+    assert_eq!(server.headers[0].1.expose(), "Bearer gh-secret");
+    assert!(parse_file(GOOD, &env).unwrap().mcp_servers.is_empty());
+}
+
+#[test]
+fn a_bad_mcp_server_names_its_entry() {
+    for (body, expected) in [
+        (
+            "name = \"a.b\"\nurl = \"http://h/mcp\"",
+            "mcp_servers[0]: name \"a.b\"",
+        ),
+        (
+            "name = \"a\"\nurl = \"ftp://h/mcp\"",
+            "mcp_servers[0]: url:",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://h/mcp\"\nheaders_env = { \"Authorization\" = \"UNSET_VAR\" }",
+            "mcp_servers[0]: headers_env: UNSET_VAR is not set",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://h/mcp\"\nheaders_env = { \"X-SVC-Agent-ID\" = \"OPENAI_API_KEY\" }",
+            "mcp_servers[0]: headers_env: \"X-SVC-Agent-ID\" is set by the gateway",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://h/mcp\"\ntimeout = \"soon\"",
+            "mcp_servers[0]: timeout:",
+        ),
+        (
+            "name = \"a\"\nurl = \"http://h/mcp\"\ntoken = \"x\"",
+            "unknown field",
+        ),
+    ] {
+        let error = refused(&with_mcp(body));
+        assert!(error.contains(expected), "{error} lacks {expected}");
+    }
+    let twice = format!(
+        "{}\n[[mcp_servers]]\nname = \"a\"\nurl = \"http://h/mcp\"\n",
+        with_mcp("name = \"a\"\nurl = \"http://h/mcp\"")
+    );
+    assert!(refused(&twice).contains("mcp_servers[1]: duplicate server name \"a\""));
+}

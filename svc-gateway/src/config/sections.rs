@@ -66,6 +66,18 @@ pub(super) fn provider_config(
             );
             return Err(ConfigError::new(SVC_PROVIDERS_FILE, reason));
         }
+        // An MCP server is sent the credentials its entry names: TLS too.
+        if let Some(entry) = file
+            .iter()
+            .flat_map(|f| &f.mcp_servers)
+            .find(|s| plain(&s.url))
+        {
+            let reason = format!(
+                "mcp server {:?}: production refuses an http:// url: use https://, or set SVC_PROVIDER_ALLOW_HTTP=true",
+                entry.name
+            );
+            return Err(ConfigError::new(SVC_PROVIDERS_FILE, reason));
+        }
     }
     if mode == LlmMode::Live && base_url.is_none() {
         return Err(ConfigError::new(

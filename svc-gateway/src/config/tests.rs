@@ -341,3 +341,29 @@ fn auth_failure_limit_variables() {
         SVC_TRUSTED_PROXY_HEADER
     );
 }
+
+#[test]
+fn production_refuses_a_plaintext_mcp_server_unless_allowed() {
+    let dir = svc_testkit::TempDir::create();
+    let path = dir.path().join("providers.toml");
+    std::fs::write(
+        &path,
+        "[[providers]]\nname = \"m\"\nkind = \"mock\"\n[[models]]\nname = \"x\"\n\
+         targets = [\"m\"]\n[[mcp_servers]]\nname = \"srv\"\nurl = \"http://mcp.internal/mcp\"\n",
+    )
+    .unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let base = [
+            ("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091"),
+            ("SVC_GRPC_ALLOW_PLAINTEXT", "true"),
+            ("SVC_ENV", "production"),
+            ("SVC_PROVIDERS_FILE", path.as_str()),
+        ];
+        Config::from_map(base.iter().chain(extra).copied())
+    };
+    let error = with(&[]).unwrap_err();
+    assert_eq!(error.variable, "SVC_PROVIDERS_FILE");
+    assert!(error.problem.contains("mcp server \"srv\""), "{error}");
+    assert!(with(&[("SVC_PROVIDER_ALLOW_HTTP", "true")]).is_ok());
+}

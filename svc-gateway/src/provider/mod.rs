@@ -20,7 +20,7 @@ pub mod mock;
 mod registry;
 pub mod system_turns;
 mod translate;
-mod transport;
+pub(crate) mod transport;
 
 use std::pin::Pin;
 

@@ -63,26 +63,33 @@ impl std::fmt::Debug for HttpUpstream {
     }
 }
 
+/// One pooled client over rustls (webpki roots) or plain HTTP, with TCP_NODELAY.
+pub(crate) fn pooled_client(
+    connect_timeout: Duration,
+) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, TlsError> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(TlsError)?
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(https))
+}
+
 impl HttpUpstream {
     pub(crate) fn new(
         timeout: Duration,
         api_key: Option<Secret>,
     ) -> Result<HttpUpstream, TlsError> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(timeout.min(CONNECT_TIMEOUT)));
-        http.set_keepalive(Some(Duration::from_secs(60)));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-            .map_err(TlsError)?
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(https);
+        let client = pooled_client(timeout.min(CONNECT_TIMEOUT))?;
         Ok(HttpUpstream {
             client,
             timeout,

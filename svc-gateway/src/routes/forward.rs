@@ -244,6 +244,7 @@ fn record(account: Account, report: Report) {
             status: call.status,
             latency_ms: u32::try_from(call.latency_ms).unwrap_or(0),
             at: call.at,
+            tool: None,
         });
     }
     let Some((writer, session, request_id)) = checkpoint else {

@@ -15,7 +15,7 @@ use svc_gateway::Running;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_proto::v1::{
     CreateTokenRequest, GetUsageRequest, GetUsageResponse, RevokeTokenRequest,
-    SetAgentStatusRequest, UsageGroupBy,
+    SetAgentStatusRequest, SetAgentToolsRequest, UsageGroupBy,
 };
 use svc_testkit::{FaultProxy, TestDb};
 use uuid::Uuid;
@@ -181,6 +181,24 @@ impl Stack {
             .set_agent_status(request)
             .await
             .expect("SetAgentStatus");
+    }
+
+    /// Replaces the MCP tool grants of an agent of the seeded org, as the seeded admin.
+    pub async fn set_agent_tools(&self, agent_id: Uuid, tools: &[&str]) -> svc_proto::v1::Agent {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(SetAgentToolsRequest {
+            agent_id: agent_id.to_string(),
+            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client
+            .set_agent_tools(request)
+            .await
+            .expect("SetAgentTools")
+            .into_inner()
     }
 
     async fn admin_client(&self) -> AuthServiceClient<tonic::transport::Channel> {

@@ -250,6 +250,7 @@ mod tests {
             req.extensions_mut().insert(AgentVerdict {
                 agent_id: agent,
                 standing,
+                tools: Default::default(),
             });
             req
         };
@@ -278,6 +279,7 @@ mod tests {
         other.extensions_mut().insert(AgentVerdict {
             agent_id: Uuid::new_v4(),
             standing: AgentStanding::Active,
+            tools: Default::default(),
         });
         let response = svc.oneshot(other).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);

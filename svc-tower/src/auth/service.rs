@@ -423,6 +423,7 @@ mod tests {
             let verdict = agent.map(|agent_id| AgentVerdict {
                 agent_id,
                 standing: crate::context::AgentStanding::Active,
+                tools: Arc::default(),
             });
             Ok((self.context.clone(), verdict))
         }
@@ -439,7 +440,7 @@ mod tests {
         let inner = service_fn(move |req: Request<()>| {
             log.lock()
                 .unwrap()
-                .push(req.extensions().get::<AgentVerdict>().copied());
+                .push(req.extensions().get::<AgentVerdict>().cloned());
             async { Ok::<_, Infallible>(Response::new(Full::<Bytes>::default())) }
         });
         let agent = Uuid::new_v4();
@@ -466,7 +467,10 @@ mod tests {
         );
         let seen = seen.lock().unwrap();
         assert_eq!(seen[0], None, "without prefetch_agent nothing is learned");
-        assert_eq!(seen[1].map(|verdict| verdict.agent_id), Some(agent));
+        assert_eq!(
+            seen[1].as_ref().map(|verdict| verdict.agent_id),
+            Some(agent)
+        );
         assert_eq!(seen[2], None);
     }
 

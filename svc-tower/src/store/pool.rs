@@ -168,6 +168,35 @@ impl RedisPool {
         }
     }
 
+    /// `SET key value PX ttl`: a plain value for a caller's own records (the gateway's MCP
+    /// sessions), under a key the caller prefixes.
+    pub async fn set_with_ttl(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.query::<()>(redis::cmd("SET").arg(key).arg(value).arg("PX").arg(millis))
+            .await
+    }
+
+    /// `GETEX key PX ttl`: the value, its time to live renewed, or `None` when absent.
+    pub async fn get_renewed(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.query(redis::cmd("GETEX").arg(key).arg("PX").arg(millis))
+            .await
+    }
+
+    /// `DEL key`; deleting an absent key is not an error.
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.query::<()>(redis::cmd("DEL").arg(key)).await
+    }
+
     /// Runs a script (EVALSHA, falling back to loading it once). On a cluster it runs on the
     /// primary of its keys' slot, so every key of one invocation must share a hash tag.
     pub(crate) async fn invoke<T: FromRedisValue>(

@@ -168,6 +168,13 @@ impl AuthService for Scripted {
         Err(self.unserved(Method::SetAgentStatus, &request))
     }
 
+    async fn set_agent_tools(
+        &self,
+        request: Request<v1::SetAgentToolsRequest>,
+    ) -> Result<Response<v1::Agent>, Status> {
+        Err(self.unserved(Method::SetAgentTools, &request))
+    }
+
     async fn create_user(
         &self,
         request: Request<v1::CreateUserRequest>,

@@ -313,6 +313,25 @@ impl AgentStatements for PgConnection {
         update_agent_status(self, org_id, agent_id, status, reason).await
     }
 
+    async fn update_agent_tools(
+        &mut self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE agents SET tools = $3, updated_at = now() \
+             WHERE org_id = $1 AND agent_id = $2",
+        )
+        .bind(org_id)
+        .bind(agent_id)
+        .bind(tools)
+        .execute(self)
+        .await
+        .map_err(map_error)?;
+        Ok(())
+    }
+
     async fn insert_audit(&mut self, org_id: Uuid, audit: &AuditEntry) -> Result<(), StoreError> {
         insert_audit(self, org_id, audit).await
     }

@@ -53,7 +53,8 @@ static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT NULL::uuid AS asked_for, {} FROM token_for_validation($1) AS t \
          LEFT JOIN (SELECT NULL::uuid AS agent_id, NULL::uuid AS org_id, NULL::text AS status, \
-                           NULL::text AS name, NULL::timestamptz AS created_at) AS a ON false",
+                           NULL::text AS name, NULL::timestamptz AS created_at, \
+                           NULL::text AS tools) AS a ON false",
         columns()
     )
 });

@@ -13,7 +13,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
-use super::agent_moves::{AgentStatements, move_agent, stored_status};
+use super::agent_moves::{AgentStatements, move_agent, set_tools, stored_status};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::revocation;
@@ -295,6 +295,19 @@ impl Store for PgStore {
         .await
     }
 
+    async fn set_agent_tools(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: Vec<String>,
+        audit: AuditEntry,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(set_tools(tx, org_id, agent_id, tools, audit))
+        })
+        .await
+    }
+
     async fn create_token(
         &self,
         org_id: Uuid,
@@ -380,18 +393,23 @@ impl Store for PgStore {
                     UsageGroup::Agent => "COALESCE(agent_id::text, '')",
                     UsageGroup::Model => "model",
                     UsageGroup::Day => "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')",
+                    UsageGroup::Tool => "tool",
                 };
                 let mut tx = self.tenant(org_id).await?;
-                let rows: Vec<UsageTotals> =
-                    sqlx::query_as(&super::usage::totals_sql(key, '$', "COLLATE \"C\""))
-                        .bind(org_id)
-                        .bind(query.start)
-                        .bind(query.end)
-                        .bind(query.after.as_deref())
-                        .bind(i64::from(query.limit))
-                        .fetch_all(&mut *tx)
-                        .await
-                        .map_err(map_error)?;
+                let rows: Vec<UsageTotals> = sqlx::query_as(&super::usage::totals_sql(
+                    query.group,
+                    key,
+                    '$',
+                    "COLLATE \"C\"",
+                ))
+                .bind(org_id)
+                .bind(query.start)
+                .bind(query.end)
+                .bind(query.after.as_deref())
+                .bind(i64::from(query.limit))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(map_error)?;
                 tx.commit().await.map_err(map_error)?;
                 Ok(rows)
             })

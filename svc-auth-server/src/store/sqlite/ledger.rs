@@ -17,8 +17,8 @@ impl SqliteStore {
                     sqlx::query(
                         "INSERT OR IGNORE INTO usage_ledger (record_id, org_id, token_id, \
                              agent_id, model, provider, prompt_tokens, completion_tokens, status, \
-                             latency_ms, created_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                             latency_ms, created_at, tool, outcome) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                     )
                     .bind(record.record_id.to_string())
                     .bind(record.org_id)
@@ -31,6 +31,8 @@ impl SqliteStore {
                     .bind(i64::from(record.status))
                     .bind(i64::from(record.latency_ms))
                     .bind(to_micros(record.at))
+                    .bind(record.tool.as_ref().map(|call| call.tool.as_str()))
+                    .bind(record.tool.as_ref().map(|call| call.outcome))
                     .execute(&mut *tx)
                     .await
                     .map_err(map_error)?;
@@ -50,10 +52,11 @@ impl SqliteStore {
             UsageGroup::Agent => "COALESCE(agent_id, '')",
             UsageGroup::Model => "model",
             UsageGroup::Day => "strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch')",
+            UsageGroup::Tool => "tool",
         };
         self.timer
             .time(async {
-                sqlx::query_as(&crate::store::usage::totals_sql(key, '?', ""))
+                sqlx::query_as(&crate::store::usage::totals_sql(query.group, key, '?', ""))
                     .bind(org_id)
                     .bind(query.start.map(to_micros))
                     .bind(query.end.map(to_micros))

@@ -26,7 +26,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use uuid::Uuid;
 
-use super::agent_moves::{AgentStatements, move_agent};
+use super::agent_moves::{AgentStatements, move_agent, set_tools};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::revocation;
@@ -309,6 +309,17 @@ impl Store for SqliteStore {
         audit: AuditEntry,
     ) -> Result<Option<AgentDetail>, StoreError> {
         self.in_write(|tx| Box::pin(move_agent(tx, org_id, agent_id, status, reason, audit)))
+            .await
+    }
+
+    async fn set_agent_tools(
+        &self,
+        org_id: Uuid,
+        agent_id: Uuid,
+        tools: Vec<String>,
+        audit: AuditEntry,
+    ) -> Result<Option<AgentDetail>, StoreError> {
+        self.in_write(|tx| Box::pin(set_tools(tx, org_id, agent_id, tools, audit)))
             .await
     }
 

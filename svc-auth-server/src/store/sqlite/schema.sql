@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS agents (
     -- version 4.
     updated_at    INTEGER NOT NULL DEFAULT 0,
     status_reason TEXT CHECK (length(status_reason) <= 256),
+    -- The MCP tool grants, one space between patterns; added in schema version 5.
+    tools         TEXT NOT NULL DEFAULT '' CHECK (length(tools) <= 65536),
     -- Target of the tokens' composite key: a token can only bind an agent of its own org.
     UNIQUE (org_id, agent_id)
 ) STRICT;
@@ -91,7 +93,11 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
     completion_tokens INTEGER NOT NULL CHECK (completion_tokens >= 0),
     status            INTEGER NOT NULL CHECK (status BETWEEN 100 AND 599),
     latency_ms        INTEGER NOT NULL CHECK (latency_ms >= 0),
-    created_at        INTEGER NOT NULL
+    created_at        INTEGER NOT NULL,
+    -- An MCP tool call's `server/tool` and outcome; NULL for a provider call. Added in schema
+    -- version 5.
+    tool              TEXT CHECK (length(tool) <= 200),
+    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied'))
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);

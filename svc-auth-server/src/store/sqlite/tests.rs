@@ -268,6 +268,7 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
         status: 200,
         latency_ms: 1,
         at,
+        tool: None,
     };
     let old = record("a", 100, now - Duration::days(2));
     let batch = [old.clone(), record("b", 2, now), record("a", 3, now)];
@@ -321,4 +322,67 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn tool_calls_are_totalled_by_tool_with_their_outcomes_apart_from_provider_calls() {
+    use chrono::Utc;
+    use svc_runtime::usage::{ToolCall, UsageRecord};
+
+    use crate::store::{UsageGroup, UsageQuery};
+
+    let store = SqliteStore::in_memory().await.unwrap();
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+    let record = |tool: Option<(&str, &'static str)>| UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: None,
+        model: String::new(),
+        provider: "srv".to_owned(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        status: 200,
+        latency_ms: 1,
+        at: Utc::now(),
+        tool: tool.map(|(tool, outcome)| ToolCall {
+            tool: tool.to_owned(),
+            outcome,
+        }),
+    };
+    let batch = [
+        record(Some(("srv/echo", "ok"))),
+        record(Some(("srv/echo", "denied"))),
+        record(Some(("srv/add", "error"))),
+        record(None),
+    ];
+    store.record_usage(&batch).await.unwrap();
+    let query = |group| UsageQuery {
+        group,
+        start: None,
+        end: None,
+        after: None,
+        limit: 10,
+    };
+    let tools = store.usage(org_id, &query(UsageGroup::Tool)).await.unwrap();
+    let seen: Vec<_> = tools
+        .iter()
+        .map(|t| {
+            (
+                t.key.as_str(),
+                t.requests,
+                t.ok_calls,
+                t.error_calls,
+                t.denied_calls,
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("srv/add", 1, 0, 1, 0), ("srv/echo", 2, 1, 0, 1)]);
+    // Provider groupings count provider calls only.
+    let models = store
+        .usage(org_id, &query(UsageGroup::Model))
+        .await
+        .unwrap();
+    assert_eq!(models.iter().map(|m| m.requests).sum::<i64>(), 1);
 }

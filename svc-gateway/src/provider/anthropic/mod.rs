@@ -32,13 +32,13 @@ use crate::request::{ApiRequest, Endpoint};
 
 pub use request::DEFAULT_MAX_TOKENS;
 /// The translations on their own, for the fuzz targets and their property twins.
-pub(crate) use request::body as request_body;
-pub(crate) use response::completion;
-pub(crate) use responses::Echo as ResponsesEcho;
-pub(crate) use responses::answer::response as responses_answer;
-pub(crate) use responses::request::body as responses_request_body;
-pub(crate) use responses::stream::events as responses_events;
-pub(crate) use stream::chunks;
+#[cfg(feature = "fuzzing")]
+pub(crate) use {
+    request::body as request_body, response::completion, responses::Echo as ResponsesEcho,
+    responses::answer::response as responses_answer,
+    responses::request::body as responses_request_body,
+    responses::stream::events as responses_events, stream::chunks,
+};
 
 /// The Messages API version the gateway speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -53,7 +53,17 @@ struct Translator {
     finished: bool,
 }
 
-impl Translate for Translator {
+/// A translation of Anthropic's Messages events, whose answer is whole only once
+/// `message_stop` came: a stream that ends before it was cut.
+pub(super) trait MessageEvents: Send + 'static {
+    /// Writes what one Messages event becomes.
+    fn message_event(&mut self, event: &Value, out: &mut Vec<u8>) -> Result<(), ProviderError>;
+
+    /// Whether `message_stop` came.
+    fn finished(&self) -> bool;
+}
+
+impl<T: MessageEvents> Translate for T {
     fn event(&mut self, event: Event, out: &mut Vec<u8>) -> Result<(), ProviderError> {
         match event {
             Event::Json(event) => self.message_event(&event, out),
@@ -62,7 +72,7 @@ impl Translate for Translator {
     }
 
     fn end(&mut self, _out: &mut Vec<u8>) -> Result<(), ProviderError> {
-        if self.finished {
+        if self.finished() {
             Ok(())
         } else {
             Err(ended_early())
@@ -70,18 +80,7 @@ impl Translate for Translator {
     }
 }
 
-impl Translator {
-    fn chunk(&self, out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
-        let chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        write_event(out, None, &chunk);
-    }
-
+impl MessageEvents for Translator {
     fn message_event(&mut self, event: &Value, out: &mut Vec<u8>) -> Result<(), ProviderError> {
         match event["type"].as_str().unwrap_or_default() {
             "message_start" => {
@@ -149,6 +148,23 @@ impl Translator {
             _ => {}
         }
         Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl Translator {
+    fn chunk(&self, out: &mut Vec<u8>, delta: Value, finish: Option<&str>) {
+        let chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        write_event(out, None, &chunk);
     }
 }
 

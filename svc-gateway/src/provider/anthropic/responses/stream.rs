@@ -16,10 +16,10 @@
 use serde_json::{Value, json};
 
 use super::super::response::is_output;
-use super::super::stream::{merge_usage, stream_error};
+use super::super::stream::{MessageEvents, merge_usage, stream_error};
 use super::answer::{custom_tool_call, function_call, message_item, output_text};
 use super::{Echo, custom_input, item_id, object, status, usage};
-use crate::provider::translate::{Event, Translate, ended_early, translated, write_event};
+use crate::provider::translate::{translated, write_event};
 use crate::provider::{EventStream, ProviderError};
 
 /// The Responses events of a Messages event stream.
@@ -71,42 +71,7 @@ struct Translator {
     finished: bool,
 }
 
-impl Translate for Translator {
-    fn event(&mut self, event: Event, out: &mut Vec<u8>) -> Result<(), ProviderError> {
-        match event {
-            Event::Json(event) => self.message_event(&event, out),
-            Event::Done => Ok(()),
-        }
-    }
-
-    fn end(&mut self, _out: &mut Vec<u8>) -> Result<(), ProviderError> {
-        if self.finished {
-            Ok(())
-        } else {
-            Err(ended_early())
-        }
-    }
-}
-
-impl Translator {
-    fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut data: Value) {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.sequence);
-        self.sequence += 1;
-        write_event(out, Some(kind), &data);
-    }
-
-    fn response(&self, status: &str, incomplete: Value, usage: Value) -> Value {
-        object(
-            &self.echo,
-            &self.message,
-            status,
-            incomplete,
-            self.output.clone(),
-            usage,
-        )
-    }
-
+impl MessageEvents for Translator {
     fn message_event(&mut self, event: &Value, out: &mut Vec<u8>) -> Result<(), ProviderError> {
         match event["type"].as_str().unwrap_or_default() {
             "message_start" => {
@@ -141,6 +106,30 @@ impl Translator {
             _ => {}
         }
         Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl Translator {
+    fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        write_event(out, Some(kind), &data);
+    }
+
+    fn response(&self, status: &str, incomplete: Value, usage: Value) -> Value {
+        object(
+            &self.echo,
+            &self.message,
+            status,
+            incomplete,
+            self.output.clone(),
+            usage,
+        )
     }
 
     fn start(&mut self, block: &Value, out: &mut Vec<u8>) {
@@ -262,6 +251,7 @@ mod tests {
 
     use super::super::answer::tests::echo;
     use super::*;
+    use crate::provider::translate::ended_early;
 
     fn sse(name: &str, data: Value) -> String {
         format!("event: {name}\ndata: {data}\n\n")
