@@ -83,8 +83,9 @@ async fn the_python_sdk_covers_the_surface_in_mock_mode() {
     };
     let expect = Expect {
         text: MOCK_REPLY,
-        tool_arguments: json!({}),
-        json_reply: None,
+        // Made from the tool's schema and the response format's.
+        tool_arguments: json!({"city": "mock"}),
+        json_reply: Some(json!({"city": "mock", "temperature_c": 1})),
         models: &[MODEL],
         model: MODEL,
         owned_by: "mock",

@@ -1,26 +1,27 @@
-//! Chat completions: a text answer, or one tool call; as JSON or as chunks.
+//! Chat completions: a text answer (an instance of `response_format`'s schema when one is
+//! asked for), or one tool call; as JSON or as chunks.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{
-    MOCK_REPLY, fresh_id, json_reply, now, prompt_tokens, reply_words, stream_reply, tokens,
+    Call, fresh_id, json_reply, now, pieces, prompt_tokens, reply_text, stream_reply, tokens,
     tool_to_call,
 };
 use crate::provider::ProviderReply;
 use crate::request::ApiRequest;
 
-/// What the mock says: text, or a call of the named tool.
+/// What the mock says: text, or a call of a tool.
 enum Turn<'a> {
-    Text,
-    Call { id: String, name: &'a str },
+    Text(String),
+    Call { id: String, call: Call<'a> },
 }
 
 impl Turn<'_> {
     fn completion_tokens(&self) -> u64 {
         match self {
-            Turn::Text => tokens(MOCK_REPLY),
-            Turn::Call { name, .. } => tokens(name) + 1,
+            Turn::Text(text) => tokens(text),
+            Turn::Call { call, .. } => call.completion_tokens(),
         }
     }
 }
@@ -34,11 +35,11 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
         .and_then(|m| m.get("role"))
         .and_then(Value::as_str);
     let turn = match tool_to_call(&request.json, last_role) {
-        Some(name) => Turn::Call {
+        Some(call) => Turn::Call {
             id: fresh_id("call_"),
-            name,
+            call,
         },
-        None => Turn::Text,
+        None => Turn::Text(reply_text(request.json.get("response_format"))),
     };
     let prompt = prompt_tokens(request);
     let completion = turn.completion_tokens();
@@ -55,15 +56,15 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
         return stream_reply(chunks(&id, created, &request.model, &turn, &usage));
     }
     let (message, finish) = match &turn {
-        Turn::Text => (json!({"role": "assistant", "content": MOCK_REPLY}), "stop"),
-        Turn::Call { id, name } => (
+        Turn::Text(text) => (json!({"role": "assistant", "content": text}), "stop"),
+        Turn::Call { id, call } => (
             json!({
                 "role": "assistant",
                 "content": null,
                 "tool_calls": [{
                     "id": id,
                     "type": "function",
-                    "function": {"name": name, "arguments": "{}"},
+                    "function": {"name": call.name, "arguments": call.arguments.to_string()},
                 }],
             }),
             "tool_calls",
@@ -79,9 +80,9 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
     }))
 }
 
-/// The SSE frames of a streamed answer in OpenAI's shape with usage: the role, one chunk per
-/// word (or the tool call in two), the finish, a usage chunk with empty `choices`, `[DONE]`.
-/// Every chunk before the usage chunk carries `"usage": null`, as OpenAI's do.
+/// The SSE frames of a streamed answer in OpenAI's shape with usage: the role, the text (or
+/// the tool call's arguments) in pieces, the finish, a usage chunk with empty `choices`,
+/// `[DONE]`. Every chunk before the usage chunk carries `"usage": null`, as OpenAI's do.
 fn chunks(id: &str, created: i64, model: &str, turn: &Turn<'_>, usage: &Value) -> Vec<Bytes> {
     let frame = |choices: Value, usage: &Value| {
         let event = json!({
@@ -102,23 +103,30 @@ fn chunks(id: &str, created: i64, model: &str, turn: &Turn<'_>, usage: &Value) -
     };
     let mut events = Vec::new();
     match turn {
-        Turn::Text => {
+        Turn::Text(text) => {
             events.push(chunk(json!({"role": "assistant", "content": ""}), None));
-            events.extend(reply_words().map(|w| chunk(json!({"content": w}), None)));
+            events.extend(
+                pieces(text)
+                    .into_iter()
+                    .map(|w| chunk(json!({"content": w}), None)),
+            );
             events.push(chunk(json!({}), Some("stop")));
         }
-        Turn::Call { id, name } => {
+        Turn::Call { id, call } => {
             events.push(chunk(
                 json!({"role": "assistant", "content": null, "tool_calls": [{
                     "index": 0, "id": id, "type": "function",
-                    "function": {"name": name, "arguments": ""},
+                    "function": {"name": call.name, "arguments": ""},
                 }]}),
                 None,
             ));
-            events.push(chunk(
-                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
-                None,
-            ));
+            let arguments = call.arguments.to_string();
+            events.extend(pieces(&arguments).into_iter().map(|piece| {
+                chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+                    None,
+                )
+            }));
             events.push(chunk(json!({}), Some("tool_calls")));
         }
     }

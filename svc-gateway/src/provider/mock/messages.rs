@@ -1,48 +1,70 @@
 //! Anthropic's Messages API: a text answer, or one `tool_use`; as JSON or as the named SSE
 //! events the Anthropic SDKs read (`message_start` … `message_stop`).
 //!
-//! A tool is called when tools are offered, `tool_choice` is not `none`, and the last user
-//! turn carries no `tool_result` (in this API tool results come back as user turns).
+//! A tool is called when tools the client runs (those with an `input_schema`) are offered,
+//! `tool_choice` is not `none`, and the last turn (`system` turns aside) is the user's and
+//! carries no `tool_result` (in this API tool results come back as user turns). A request with structured output (`output_format`,
+//! or `output_config.format`) gets an instance of its schema as the text.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::{MOCK_REPLY, fresh_id, json_reply, prompt_tokens, reply_words, stream_reply, tokens};
+use super::{
+    Call, Pick, call_among, fresh_id, json_reply, pieces, prompt_tokens, reply_text, stream_reply,
+    tokens,
+};
 use crate::provider::ProviderReply;
 use crate::request::ApiRequest;
 
-/// The tool the mock calls, when it calls one.
-fn tool_to_call(json: &Map<String, Value>) -> Option<&str> {
+/// The tool the mock calls, when it calls one: the one `tool_choice` names, else the first
+/// with an input schema (server tools, such as web search, have none) at the user's turn, or
+/// the last after a tool's result when `tool_choice` is `any`.
+fn tool_to_call(json: &Map<String, Value>) -> Option<Call<'_>> {
     let tools = json.get("tools")?.as_array()?;
-    let last = json.get("messages")?.as_array()?.last()?;
+    // System turns among the messages (as Claude Code sends them) are not the conversation's.
+    let last = json
+        .get("messages")?
+        .as_array()?
+        .iter()
+        .rfind(|m| m["role"] != "system")?;
     let answered = last["content"]
         .as_array()
         .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"));
-    if last["role"] != "user" || answered {
-        return None;
-    }
-    match json.get("tool_choice").and_then(|c| c["type"].as_str()) {
-        Some("none") => None,
+    let choice = json.get("tool_choice").and_then(|c| c["type"].as_str());
+    let named = match choice {
+        Some("none") => return None,
         Some("tool") => json["tool_choice"]["name"].as_str(),
-        _ => tools.iter().find_map(|t| t["name"].as_str()),
-    }
+        _ => None,
+    };
+    let users_turn = last["role"] == "user" && !answered;
+    call_among(
+        tools,
+        Pick::of(named, choice == Some("any"), users_turn)?,
+        |t| t.get("input_schema").is_some(),
+        |t| t.get("name").and_then(Value::as_str),
+        |t| t.get("input_schema"),
+    )
 }
 
 pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
     let id = fresh_id("msg_");
-    let tool = tool_to_call(&request.json);
     let input = prompt_tokens(request);
-    let (block, stop, output) = match tool {
-        Some(name) => (
-            json!({"type": "tool_use", "id": fresh_id("toolu_"), "name": name, "input": {}}),
+    let (block, stop, output) = match tool_to_call(&request.json) {
+        Some(call) => (
+            json!({"type": "tool_use", "id": fresh_id("toolu_"), "name": call.name,
+                   "input": call.arguments}),
             "tool_use",
-            tokens(name) + 1,
+            call.completion_tokens(),
         ),
-        None => (
-            json!({"type": "text", "text": MOCK_REPLY}),
-            "end_turn",
-            tokens(MOCK_REPLY),
-        ),
+        None => {
+            let format = request
+                .json
+                .get("output_format")
+                .or_else(|| request.json.get("output_config")?.get("format"));
+            let text = reply_text(format);
+            let output = tokens(&text);
+            (json!({"type": "text", "text": text}), "end_turn", output)
+        }
     };
     if request.stream {
         return stream_reply(events(&id, &request.model, block, stop, input, output));
@@ -79,19 +101,30 @@ fn events(id: &str, model: &str, block: Value, stop: &str, input: u64, output: u
         )
     };
     if block["type"] == "tool_use" {
+        // The block starts with an empty input, which the deltas then spell out.
+        let input = block["input"].to_string();
+        let mut start = block;
+        start["input"] = json!({});
         events.push(event(
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            json!({"type": "content_block_start", "index": 0, "content_block": start}),
         ));
-        events.push(delta(
-            json!({"type": "input_json_delta", "partial_json": "{}"}),
-        ));
+        events.extend(
+            pieces(&input)
+                .into_iter()
+                .map(|piece| delta(json!({"type": "input_json_delta", "partial_json": piece}))),
+        );
     } else {
         events.push(event(
             "content_block_start",
             json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ));
-        events.extend(reply_words().map(|w| delta(json!({"type": "text_delta", "text": w}))));
+        let text = block["text"].as_str().unwrap_or_default();
+        events.extend(
+            pieces(text)
+                .into_iter()
+                .map(|w| delta(json!({"type": "text_delta", "text": w}))),
+        );
     }
     events.push(event(
         "content_block_stop",

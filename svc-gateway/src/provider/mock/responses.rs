@@ -1,11 +1,12 @@
 //! The Responses API: one output item (a message, or a function call), as a response object or
-//! as its typed events (`event:` lines included, as OpenAI sends them).
+//! as its typed events (`event:` lines included, as OpenAI sends them). The message is an
+//! instance of `text.format`'s schema when one is asked for.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::{
-    MOCK_REPLY, fresh_id, json_reply, now, prompt_tokens, reply_words, stream_reply, tokens,
+    fresh_id, json_reply, now, pieces, prompt_tokens, reply_text, stream_reply, tokens,
     tool_to_call,
 };
 use crate::provider::ProviderReply;
@@ -21,8 +22,11 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
         _ => None,
     };
     let call = tool_to_call(&request.json, last_role);
+    let text = reply_text(request.json.get("text").and_then(|t| t.get("format")));
     let prompt = prompt_tokens(request);
-    let completion = call.map_or_else(|| tokens(MOCK_REPLY), |name| tokens(name) + 1);
+    let completion = call
+        .as_ref()
+        .map_or_else(|| tokens(&text), |call| call.completion_tokens());
     let usage = json!({
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": 0},
@@ -31,12 +35,12 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
         "total_tokens": prompt + completion,
     });
     let item = match call {
-        Some(name) => json!({
+        Some(call) => json!({
             "type": "function_call",
             "id": fresh_id("fc_"),
             "call_id": fresh_id("call_"),
-            "name": name,
-            "arguments": "{}",
+            "name": call.name,
+            "arguments": call.arguments.to_string(),
             "status": "completed",
         }),
         None => json!({
@@ -44,7 +48,7 @@ pub(super) fn answer(request: &ApiRequest) -> ProviderReply {
             "id": fresh_id("msg_"),
             "status": "completed",
             "role": "assistant",
-            "content": [{"type": "output_text", "text": MOCK_REPLY, "annotations": []}],
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
         }),
     };
     let done = response(
@@ -85,7 +89,7 @@ fn response(
         "tool_choice": echo("tool_choice", json!("auto")),
         "tools": echo("tools", json!([])),
         "top_p": echo("top_p", json!(1.0)),
-        "text": {"format": {"type": "text"}},
+        "text": echo("text", json!({"format": {"type": "text"}})),
         "truncation": "disabled",
     })
 }
@@ -126,7 +130,8 @@ fn events(done: Value, item: Value) -> Vec<Bytes> {
             data
         };
         emit("response.content_part.added", with(json!({"part": empty})));
-        for word in reply_words() {
+        let text = item["content"][0]["text"].as_str().unwrap_or_default();
+        for word in pieces(text) {
             emit(
                 "response.output_text.delta",
                 with(json!({"delta": word, "logprobs": []})),
@@ -134,7 +139,7 @@ fn events(done: Value, item: Value) -> Vec<Bytes> {
         }
         emit(
             "response.output_text.done",
-            with(json!({"text": MOCK_REPLY, "logprobs": []})),
+            with(json!({"text": text, "logprobs": []})),
         );
         emit(
             "response.content_part.done",
@@ -146,10 +151,13 @@ fn events(done: Value, item: Value) -> Vec<Bytes> {
             "response.output_item.added",
             json!({"output_index": 0, "item": added}),
         );
-        emit(
-            "response.function_call_arguments.delta",
-            json!({"item_id": item_id, "output_index": 0, "delta": item["arguments"]}),
-        );
+        let arguments = item["arguments"].as_str().unwrap_or_default();
+        for piece in pieces(arguments) {
+            emit(
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": 0, "delta": piece}),
+            );
+        }
         emit(
             "response.function_call_arguments.done",
             json!({"item_id": item_id, "output_index": 0, "arguments": item["arguments"]}),

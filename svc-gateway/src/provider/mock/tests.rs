@@ -235,3 +235,258 @@ async fn a_response_calls_an_offered_tool() {
     assert_eq!(json["output"][0]["type"], "function_call");
     assert_eq!(json["output"][0]["name"], "get_weather");
 }
+
+/// A tool's schema and a structured output's, as pydantic writes them.
+fn weather_schema() -> Value {
+    json!({
+        "$defs": {"Unit": {"enum": ["celsius", "fahrenheit"], "type": "string"}},
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "minLength": 2},
+            "unit": {"$ref": "#/$defs/Unit"},
+            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            "when": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "null"}]},
+        },
+        "required": ["city", "unit", "days", "when"],
+        "additionalProperties": false,
+    })
+}
+
+fn weather_instance() -> Value {
+    json!({"city": "mock", "unit": "celsius", "days": 1, "when": "2024-01-01T00:00:00Z"})
+}
+
+/// The text of a streamed answer, whatever the route.
+fn streamed_text(events: &[(Option<String>, Value)]) -> String {
+    events
+        .iter()
+        .filter_map(|(_, e)| {
+            e.pointer("/choices/0/delta/content")
+                .or_else(|| e.pointer("/delta/text"))
+                .or_else(|| (e["type"] == "response.output_text.delta").then(|| &e["delta"]))
+                .and_then(Value::as_str)
+        })
+        .collect()
+}
+
+/// The tool arguments of a streamed answer, whatever the route.
+fn streamed_arguments(events: &[(Option<String>, Value)]) -> Value {
+    let text: String = events
+        .iter()
+        .filter_map(|(_, e)| {
+            e.pointer("/choices/0/delta/tool_calls/0/function/arguments")
+                .or_else(|| e.pointer("/delta/partial_json"))
+                .or_else(|| {
+                    (e["type"] == "response.function_call_arguments.delta").then(|| &e["delta"])
+                })
+                .and_then(Value::as_str)
+        })
+        .collect();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text:?}"))
+}
+
+#[tokio::test]
+async fn tool_arguments_fit_the_tools_schema_on_every_route() {
+    let user = json!([{"role": "user", "content": "weather?"}]);
+    let bodies = [
+        (
+            Endpoint::ChatCompletions,
+            json!({"model": "m", "messages": user, "tools": [
+                {"type": "function", "function": {"name": "get_weather", "parameters": weather_schema()}}]}),
+        ),
+        (
+            Endpoint::Responses,
+            json!({"model": "m", "input": user, "tools": [
+                {"type": "function", "name": "get_weather", "parameters": weather_schema()}]}),
+        ),
+        (
+            Endpoint::Messages,
+            json!({"model": "m", "max_tokens": 64, "messages": user, "tools": [
+                {"type": "web_search_20250305", "name": "web_search"},
+                {"name": "get_weather", "input_schema": weather_schema()}]}),
+        ),
+    ];
+    for (endpoint, body) in bodies {
+        let json = json_of(&request(endpoint, body.clone())).await;
+        let arguments = match endpoint {
+            Endpoint::ChatCompletions => {
+                let call = &json["choices"][0]["message"]["tool_calls"][0]["function"];
+                assert_eq!(call["name"], "get_weather");
+                serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap()
+            }
+            Endpoint::Responses => {
+                assert_eq!(json["output"][0]["name"], "get_weather");
+                serde_json::from_str(json["output"][0]["arguments"].as_str().unwrap()).unwrap()
+            }
+            _ => {
+                assert_eq!(
+                    json["content"][0]["name"], "get_weather",
+                    "not the server tool"
+                );
+                json["content"][0]["input"].clone()
+            }
+        };
+        assert_eq!(arguments, weather_instance(), "{endpoint:?}");
+
+        let mut streamed = body;
+        streamed["stream"] = json!(true);
+        let events = events_of(&request(endpoint, streamed)).await;
+        assert_eq!(
+            streamed_arguments(&events),
+            weather_instance(),
+            "{endpoint:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn structured_output_is_an_instance_of_its_schema_on_every_route() {
+    let user = json!([{"role": "user", "content": "weather?"}]);
+    let format = json!({"type": "json_schema", "schema": weather_schema()});
+    let bodies = [
+        json!({"model": "m", "messages": user, "response_format": {"type": "json_schema",
+            "json_schema": {"name": "Weather", "strict": true, "schema": weather_schema()}}}),
+        json!({"model": "m", "input": user, "text": {"format": {"type": "json_schema",
+            "name": "Weather", "strict": true, "schema": weather_schema()}}}),
+        json!({"model": "m", "max_tokens": 64, "messages": user, "output_format": format}),
+        json!({"model": "m", "max_tokens": 64, "messages": user, "output_config": {"format": format}}),
+    ];
+    let endpoints = [
+        Endpoint::ChatCompletions,
+        Endpoint::Responses,
+        Endpoint::Messages,
+        Endpoint::Messages,
+    ];
+    for (endpoint, body) in endpoints.into_iter().zip(bodies) {
+        let json = json_of(&request(endpoint, body.clone())).await;
+        let text = json
+            .pointer("/choices/0/message/content")
+            .or_else(|| json.pointer("/output/0/content/0/text"))
+            .or_else(|| json.pointer("/content/0/text"))
+            .and_then(Value::as_str)
+            .unwrap();
+        let parsed: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(parsed, weather_instance(), "{endpoint:?}");
+
+        let mut streamed = body;
+        streamed["stream"] = json!(true);
+        let events = events_of(&request(endpoint, streamed)).await;
+        let text = streamed_text(&events);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            weather_instance(),
+            "{endpoint:?}"
+        );
+    }
+
+    // A JSON object, schema or none.
+    let json = json_of(&request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "messages": user, "response_format": {"type": "json_object"}}),
+    ))
+    .await;
+    let text = json["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"reply": MOCK_REPLY})
+    );
+    // Asked for text, the mock says its line.
+    let json = json_of(&request(
+        Endpoint::Responses,
+        json!({"model": "m", "input": "hi", "text": {"format": {"type": "text"}}}),
+    ))
+    .await;
+    assert_eq!(json["output"][0]["content"][0]["text"], MOCK_REPLY);
+}
+
+#[tokio::test]
+async fn a_tool_loop_with_structured_output_calls_then_answers_in_the_schema() {
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": weather_schema()}}]);
+    let format = json!({"type": "json_schema", "json_schema": {"name": "Weather",
+        "schema": {"type": "object", "properties": {"summary": {"type": "string"}},
+                   "required": ["summary"]}}});
+    let first = json_of(&request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "tools": tools, "response_format": format,
+               "messages": [{"role": "user", "content": "weather?"}]}),
+    ))
+    .await;
+    let call = &first["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "get_weather");
+    let second = json_of(&request(
+        Endpoint::ChatCompletions,
+        json!({"model": "m", "tools": tools, "response_format": format, "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+        ]}),
+    ))
+    .await;
+    assert_eq!(
+        second["choices"][0]["message"]["content"],
+        json!({"summary": "mock"}).to_string()
+    );
+    assert!(second["usage"]["completion_tokens"].as_u64() > Some(1));
+}
+
+#[tokio::test]
+async fn a_system_turn_after_the_users_still_gets_a_tool_call() {
+    let json = json_of(&request(
+        Endpoint::Messages,
+        json!({"model": "m", "max_tokens": 64,
+               "tools": [{"name": "get_weather", "input_schema": weather_schema()}],
+               "messages": [{"role": "user", "content": "weather?"},
+                            {"role": "system", "content": "Agent types: general."}]}),
+    ))
+    .await;
+    assert_eq!(json["stop_reason"], "tool_use");
+    assert_eq!(json["content"][0]["input"], weather_instance());
+}
+
+#[tokio::test]
+async fn a_forced_choice_calls_a_tool_after_a_result_too() {
+    let answer_tool = json!({"name": "Weather", "input_schema": weather_schema()});
+    let json = json_of(&request(
+        Endpoint::Messages,
+        json!({"model": "m", "max_tokens": 64, "tool_choice": {"type": "any"},
+        "tools": [{"name": "lookup", "input_schema": {"type": "object"}}, answer_tool],
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+        ]}),
+    ))
+    .await;
+    assert_eq!(json["content"][0]["name"], "Weather", "the last tool");
+    assert_eq!(json["content"][0]["input"], weather_instance());
+
+    let tools = json!([{"type": "function", "function": {"name": "a"}},
+                       {"type": "function", "function": {"name": "b"}}]);
+    let after_result = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "a", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]);
+    for (choice, called) in [
+        (json!("required"), Some("b")),
+        (
+            json!({"type": "function", "function": {"name": "a"}}),
+            Some("a"),
+        ),
+        (json!("auto"), None),
+    ] {
+        let json = json_of(&request(
+            Endpoint::ChatCompletions,
+            json!({"model": "m", "tools": tools, "tool_choice": choice, "messages": after_result}),
+        ))
+        .await;
+        let name = json
+            .pointer("/choices/0/message/tool_calls/0/function/name")
+            .and_then(Value::as_str);
+        assert_eq!(name, called, "{choice}");
+    }
+}
