@@ -285,7 +285,7 @@ async fn what_cannot_be_translated_is_refused_by_name_and_never_sent() {
     let cases = [
         (
             "/v1/responses",
-            json!({"model": "claude-x", "input": "hi", "tools": [{"type": "web_search"}]}),
+            json!({"model": "claude-x", "input": "hi", "tools": [{"type": "file_search"}]}),
             "tools[0].type",
         ),
         (
@@ -339,7 +339,7 @@ async fn a_target_that_cannot_carry_a_request_hands_it_to_the_next() {
         json!({"id": "resp_1", "object": "response"}),
         vec![],
     ));
-    let body = json!({"model": "both", "input": "news?", "tools": [{"type": "web_search"}]});
+    let body = json!({"model": "both", "input": "news?", "tools": [{"type": "file_search"}]});
     let reply = post(&env, "/v1/responses", &body).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert!(

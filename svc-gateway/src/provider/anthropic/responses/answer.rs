@@ -68,11 +68,11 @@ pub(crate) fn response(message: &Value, echo: &Echo) -> Value {
         if echo.is_custom(block) {
             let id = item_id("ctc", message, i);
             let input = custom_input(&block["input"]);
-            output.push(custom_tool_call(&id, block, input, "completed"));
+            output.push(echo.with_namespace(custom_tool_call(&id, block, input, "completed")));
         } else {
             let arguments = block["input"].to_string();
             let id = item_id("fc", message, i);
-            output.push(function_call(&id, block, &arguments, "completed"));
+            output.push(echo.with_namespace(function_call(&id, block, &arguments, "completed")));
         }
     }
     let (status, incomplete) = status(message["stop_reason"].as_str());
@@ -95,6 +95,20 @@ pub(super) mod tests {
     pub(crate) fn echo(body: Value, output_tool: Option<&str>) -> Echo {
         let request = request(Endpoint::Responses, body);
         Echo::of(&request, 7, output_tool.map(str::to_owned))
+    }
+
+    #[test]
+    fn a_namespaced_call_names_its_namespace() {
+        let body = json!({"model": "m", "input": "hi", "tools": [
+            {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}]}]});
+        let message = json!({
+            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-x",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "agents__spawn", "input": {}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1},
+        });
+        let output = &response(&message, &echo(body, None))["output"];
+        assert_eq!(output[0]["name"], "spawn");
+        assert_eq!(output[0]["namespace"], "agents");
     }
 
     #[test]

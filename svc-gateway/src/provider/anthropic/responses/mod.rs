@@ -30,6 +30,20 @@ pub(crate) struct Echo {
     output_tool: Option<String>,
     /// The names of the request's custom tools, whose calls are `custom_tool_call` items.
     custom_tools: Vec<String>,
+    /// The request's tool namespaces: a call of `{namespace}__{name}` is a call of `name` in
+    /// `namespace`.
+    namespaces: Vec<String>,
+}
+
+/// What joins a namespace and a tool's name in a Messages tool name.
+const NAMESPACE_SEPARATOR: &str = "__";
+
+/// The Messages name of tool `name` in `namespace` (the name alone outside a namespace).
+fn namespaced(namespace: Option<&str>, name: &Value) -> Value {
+    match (namespace, name.as_str()) {
+        (Some(namespace), Some(name)) => json!(format!("{namespace}{NAMESPACE_SEPARATOR}{name}")),
+        _ => name.clone(),
+    }
 }
 
 /// A field's default value.
@@ -64,21 +78,49 @@ impl Echo {
                 ((*field).to_owned(), value)
             })
             .collect();
-        let custom_tools = request
-            .json
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|tool| tool["type"] == "custom")
-            .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
-            .collect();
+        let tools = request.json.get("tools").and_then(Value::as_array);
+        let mut custom_tools = Vec::new();
+        let mut namespaces = Vec::new();
+        for tool in tools.into_iter().flatten() {
+            let name = tool["name"].as_str();
+            match (tool["type"].as_str(), name) {
+                (Some("custom"), Some(name)) => custom_tools.push(name.to_owned()),
+                (Some("namespace"), Some(namespace)) => {
+                    namespaces.push(namespace.to_owned());
+                    let inner = tool["tools"].as_array().into_iter().flatten();
+                    custom_tools.extend(inner.filter(|t| t["type"] == "custom").filter_map(|t| {
+                        namespaced(Some(namespace), &t["name"])
+                            .as_str()
+                            .map(str::to_owned)
+                    }));
+                }
+                _ => {}
+            }
+        }
         Echo {
             created_at,
             settings,
             output_tool,
             custom_tools,
+            namespaces,
         }
+    }
+
+    /// A call item as the client named its tool: `{namespace}__{name}` is `name` with its
+    /// `namespace`.
+    fn with_namespace(&self, mut item: Value) -> Value {
+        let split = item["name"].as_str().and_then(|name| {
+            let (namespace, name) = name.split_once(NAMESPACE_SEPARATOR)?;
+            self.namespaces
+                .iter()
+                .any(|n| n == namespace)
+                .then(|| (namespace.to_owned(), name.to_owned()))
+        });
+        if let Some((namespace, name)) = split {
+            item["name"] = json!(name);
+            item["namespace"] = json!(namespace);
+        }
+        item
     }
 
     /// Whether a `tool_use` block calls one of the request's custom tools.

@@ -22,7 +22,7 @@ use super::super::request::{
     part_refused, text_blocks, with_output_tool,
 };
 use super::super::structured;
-use super::CUSTOM_INPUT;
+use super::{CUSTOM_INPUT, namespaced};
 use crate::provider::ProviderError;
 use crate::provider::translate::refuse_set;
 use crate::request::ApiRequest;
@@ -63,7 +63,8 @@ pub(crate) fn body(request: &ApiRequest) -> Result<Translated, ProviderError> {
             .iter()
             .enumerate()
             .map(|(i, t)| tool(t, &format!("tools[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .concat();
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }
@@ -109,10 +110,9 @@ fn input_item(
             };
             turns.push(
                 "assistant",
-                vec![
-                    json!({"type": "tool_use", "id": item["call_id"], "name": item["name"],
-                            "input": input}),
-                ],
+                vec![json!({"type": "tool_use", "id": item["call_id"],
+                            "name": namespaced(item["namespace"].as_str(), &item["name"]),
+                            "input": input})],
             );
         }
         "function_call_output" | "custom_tool_call_output" => {
@@ -156,20 +156,60 @@ fn message_blocks(content: &Value, at: &str) -> Result<Vec<Value>, ProviderError
     })
 }
 
-/// A function tool, or a custom tool, as a Messages tool; a built-in tool is refused.
-fn tool(tool: &Value, at: &str) -> Result<Value, ProviderError> {
+/// A function tool or a custom tool as a Messages tool; a namespace as its tools, each named
+/// `{namespace}__{name}` (Messages has no namespaces); web search as Anthropic's web search
+/// tool. Any other built-in tool is refused.
+fn tool(tool: &Value, at: &str) -> Result<Vec<Value>, ProviderError> {
     let refused = || {
         ProviderError::untranslatable(
             format!("{at}.type"),
-            "only function and custom tools can be sent to this model",
+            "only function, custom, namespace and web search tools can be sent to this model",
         )
     };
     match tool["type"].as_str() {
-        Some("function") => function_tool(tool).ok_or_else(refused),
-        Some("custom") => custom_tool(tool).ok_or_else(refused),
+        Some("function") => Ok(vec![function_tool(tool).ok_or_else(refused)?]),
+        Some("custom") => Ok(vec![custom_tool(tool).ok_or_else(refused)?]),
+        Some("namespace") => {
+            let namespace = tool["name"].as_str().ok_or_else(refused)?;
+            let mut tools = Vec::new();
+            for (i, inner) in tool["tools"].as_array().into_iter().flatten().enumerate() {
+                let inner_at = format!("{at}.tools[{i}]");
+                if !matches!(inner["type"].as_str(), Some("function" | "custom")) {
+                    return Err(ProviderError::untranslatable(
+                        format!("{inner_at}.type"),
+                        "only function and custom tools can be in a namespace for this model",
+                    ));
+                }
+                let mut inner = inner.clone();
+                inner["name"] = namespaced(Some(namespace), &inner["name"]);
+                tools.extend(self::tool(&inner, &inner_at)?);
+            }
+            Ok(tools)
+        }
+        Some("web_search" | "web_search_preview") => Ok(vec![web_search_tool(tool)]),
         _ => Err(refused()),
     }
 }
+
+/// Anthropic's web search server tool for OpenAI's `web_search`: its domain filter and the
+/// user's location travel; OpenAI's `external_web_access` and `search_context_size` have no
+/// counterpart (Anthropic searches the live web).
+fn web_search_tool(tool: &Value) -> Value {
+    let mut out = json!({"type": WEB_SEARCH_TOOL, "name": "web_search"});
+    if let Some(domains) = tool
+        .pointer("/filters/allowed_domains")
+        .filter(|d| d.is_array())
+    {
+        out["allowed_domains"] = domains.clone();
+    }
+    if let Some(location) = tool.get("user_location").filter(|l| l.is_object()) {
+        out["user_location"] = location.clone();
+    }
+    out
+}
+
+/// The version of Anthropic's web search tool the gateway sends.
+const WEB_SEARCH_TOOL: &str = "web_search_20250305";
 
 /// A custom tool (free-form text input) as a Messages tool whose input is that text, the
 /// one string field [`CUSTOM_INPUT`]; a grammar the text must follow goes in the description.
@@ -290,6 +330,40 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_is_its_tools_and_web_search_is_anthropics() {
+        let sent = translate(json!({"model": "m",
+            "input": [
+                {"type": "function_call", "call_id": "call_1", "name": "spawn",
+                 "namespace": "agents", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "ok"},
+            ],
+            "tools": [
+                {"type": "namespace", "name": "agents", "description": "Sub-agents.",
+                 "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object"}}]},
+                {"type": "web_search", "external_web_access": false,
+                 "filters": {"allowed_domains": ["docs.rs"]}},
+            ],
+        }))
+        .unwrap()
+        .body;
+        assert_eq!(sent["tools"][0]["name"], "agents__spawn");
+        assert_eq!(
+            sent["tools"][1],
+            json!({"type": "web_search_20250305", "name": "web_search",
+                   "allowed_domains": ["docs.rs"]})
+        );
+        assert_eq!(sent["messages"][0]["content"][0]["name"], "agents__spawn");
+        let refused = translate(json!({"model": "m", "input": "hi", "tools": [
+            {"type": "namespace", "name": "n", "tools": [{"type": "file_search"}]}]}));
+        match refused {
+            Err(ProviderError::Untranslatable(error)) => {
+                assert_eq!(error.field, "tools[0].tools[0].type")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn a_custom_tool_takes_its_text_as_one_string() {
         let sent = translate(json!({"model": "m",
             "input": [
@@ -340,7 +414,7 @@ mod tests {
     fn what_has_no_counterpart_is_named() {
         let cases = [
             (
-                json!({"input": "hi", "tools": [{"type": "web_search"}]}),
+                json!({"input": "hi", "tools": [{"type": "file_search"}]}),
                 "tools[0].type",
             ),
             (

@@ -154,11 +154,15 @@ impl Translator {
         } else if block["type"] == "tool_use" {
             let (id, item, kind) = if self.echo.is_custom(block) {
                 let id = item_id("ctc", &self.message, output_index);
-                let item = custom_tool_call(&id, block, "", "in_progress");
+                let item =
+                    self.echo
+                        .with_namespace(custom_tool_call(&id, block, "", "in_progress"));
                 (id, item, Item::Custom(block.clone()))
             } else {
                 let id = item_id("fc", &self.message, output_index);
-                let item = function_call(&id, block, "", "in_progress");
+                let item = self
+                    .echo
+                    .with_namespace(function_call(&id, block, "", "in_progress"));
                 (id, item, Item::Call(block.clone()))
             };
             let added = json!({"output_index": output_index, "item": item});
@@ -238,6 +242,7 @@ impl Translator {
                 message_item(id, text)
             }
         };
+        let item = self.echo.with_namespace(item);
         let done = json!({"output_index": index, "item": item});
         self.emit(out, "response.output_item.done", done);
         self.output.push(item);
