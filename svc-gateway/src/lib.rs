@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod deadline;
 pub mod error_report;

@@ -54,6 +54,8 @@ pub struct SseBody {
     strip_usage_chunk: bool,
     /// The usage the stream reported so far.
     usage: Option<Usage>,
+    /// The largest count of cache-served prompt tokens reported so far.
+    cached_tokens: i64,
     /// Event bytes passed to the client: what a stream cut short before its usage chunk is
     /// charged by.
     sent_bytes: u64,
@@ -78,6 +80,7 @@ impl SseBody {
             reporter: None,
             strip_usage_chunk: false,
             usage: None,
+            cached_tokens: 0,
             sent_bytes: 0,
         }
     }
@@ -106,8 +109,9 @@ impl SseBody {
         for event in split_events(&data) {
             if usage::mentions_usage(event) {
                 let payload = event_data(event);
-                if let Some(found) = usage::from_json(&payload) {
+                if let Some((found, cached)) = usage::from_json_with_cached(&payload) {
                     self.usage = Some(usage::merged(self.usage.take(), found));
+                    self.cached_tokens = self.cached_tokens.max(cached);
                     if self.strip_usage_chunk && usage::is_usage_only_chunk(&payload) {
                         dropped = true;
                         continue;
@@ -128,6 +132,7 @@ impl SseBody {
             reporter.report(Report {
                 usage: self.usage.take(),
                 streamed_bytes: Some(self.sent_bytes),
+                cached_tokens: self.cached_tokens,
                 ..Report::default()
             });
         }

@@ -154,6 +154,54 @@ async fn ledger_totals_equal_the_reported_usage_across_two_replicas_replays_excl
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn each_call_costs_its_usage_at_the_registry_price_and_unpriced_calls_are_counted() {
+    let stack = Stack::start(Script::Counted).await;
+    let priced = stack
+        .gateway_priced(Some("{ input = 1.0, output = 2.0 }"), &[])
+        .await;
+    let http = client();
+    for _ in 0..20 {
+        let request = stack.chat(&priced).body(body(&chat_body())).unwrap();
+        assert_eq!(send(&http, request).await.status.as_u16(), 200);
+    }
+    let reported = stack.upstream.reported();
+    ledger_matches(&stack, reported).await;
+    // $1 and $2 per million tokens: one micro-dollar per prompt token, two per completion token.
+    let cost: i64 = all_pages(&stack, UsageGroupBy::Model, 50)
+        .await
+        .iter()
+        .flat_map(|p| &p.groups)
+        .map(|g| g.cost_usd_micros)
+        .sum();
+    assert_eq!(
+        cost,
+        reported.prompt_tokens + 2 * reported.completion_tokens
+    );
+    assert!(
+        !metrics(&priced)
+            .await
+            .contains("svc_proxy_unpriced_calls_total 1"),
+        "priced calls are not unpriced"
+    );
+
+    let unpriced = stack.gateway_priced(None, &[]).await;
+    let request = stack.chat(&unpriced).body(body(&chat_body())).unwrap();
+    assert_eq!(send(&http, request).await.status.as_u16(), 200);
+    ledger_reaches(&stack, 21, Duration::from_secs(10)).await;
+    let by_day = all_pages(&stack, UsageGroupBy::Day, 50).await;
+    assert_eq!(
+        by_day[0].groups[0].cost_usd_micros, cost,
+        "an unpriced call costs 0"
+    );
+    assert!(
+        metrics(&unpriced)
+            .await
+            .contains("svc_proxy_unpriced_calls_total 1"),
+        "the unpriced call is counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn usage_is_the_orgs_own() {
     let stack = Stack::start(Script::Counted).await;
     let other = stack.other_org().await;

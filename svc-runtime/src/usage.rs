@@ -37,6 +37,8 @@ pub struct UsageRecord {
     pub latency_ms: u32,
     /// When the call was made.
     pub at: DateTime<Utc>,
+    /// What the call cost, in US micro-dollars; 0 for a model without a price.
+    pub cost_usd_micros: i64,
 }
 
 impl UsageRecord {
@@ -47,6 +49,7 @@ impl UsageRecord {
         truncate_chars(&mut self.provider, MAX_PROVIDER_CHARS);
         self.prompt_tokens = self.prompt_tokens.max(0);
         self.completion_tokens = self.completion_tokens.max(0);
+        self.cost_usd_micros = self.cost_usd_micros.max(0);
         if !(100..=599).contains(&self.status) {
             self.status = 500;
         }
@@ -78,10 +81,12 @@ mod tests {
             status: 42,
             latency_ms: 1,
             at: Utc::now(),
+            cost_usd_micros: -1,
         }
         .bounded();
         assert_eq!(record.model.chars().count(), MAX_MODEL_CHARS);
         assert_eq!((record.prompt_tokens, record.completion_tokens), (0, 4));
         assert_eq!(record.status, 500);
+        assert_eq!(record.cost_usd_micros, 0);
     }
 }

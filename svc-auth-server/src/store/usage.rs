@@ -42,6 +42,8 @@ pub struct UsageTotals {
     pub prompt_tokens: i64,
     /// Completion tokens summed.
     pub completion_tokens: i64,
+    /// Cost summed, in US micro-dollars.
+    pub cost_usd_micros: i64,
 }
 
 /// The totals query, with the backend's key expression for the grouping and its placeholders
@@ -52,8 +54,10 @@ pub(crate) fn totals_sql(key: &str, placeholder: char, collate: &str) -> String 
     format!(
         "SELECT key, count(*) AS requests, \
                 CAST(COALESCE(sum(prompt_tokens), 0) AS bigint) AS prompt_tokens, \
-                CAST(COALESCE(sum(completion_tokens), 0) AS bigint) AS completion_tokens \
-         FROM (SELECT {key} AS key, prompt_tokens, completion_tokens FROM usage_ledger \
+                CAST(COALESCE(sum(completion_tokens), 0) AS bigint) AS completion_tokens, \
+                CAST(COALESCE(sum(cost_usd_micros), 0) AS bigint) AS cost_usd_micros \
+         FROM (SELECT {key} AS key, prompt_tokens, completion_tokens, cost_usd_micros \
+               FROM usage_ledger \
                WHERE org_id = {org} AND ({start} IS NULL OR created_at >= {start}) \
                  AND ({end} IS NULL OR created_at < {end})) AS calls \
          WHERE {after} IS NULL OR key {collate} > {after} \

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use serde_json::json;
 use svc_proto::v1::{UsageGroupBy, UsageTotals};
 
-use crate::output::{Format, json_line};
+use crate::output::{Format, dollars, json_line};
 
 fn group_name(by: UsageGroupBy) -> &'static str {
     match by {
@@ -28,6 +28,7 @@ pub(crate) fn totals(
         sum.prompt_tokens += g.prompt_tokens;
         sum.completion_tokens += g.completion_tokens;
         sum.total_tokens += g.total_tokens;
+        sum.cost_usd_micros += g.cost_usd_micros;
         sum
     });
     let figures = |g: &UsageTotals| {
@@ -36,6 +37,8 @@ pub(crate) fn totals(
             "prompt_tokens": g.prompt_tokens,
             "completion_tokens": g.completion_tokens,
             "total_tokens": g.total_tokens,
+            "cost_usd_micros": g.cost_usd_micros,
+            "cost_usd": dollars(g.cost_usd_micros),
         })
     };
     match format {
@@ -60,18 +63,23 @@ pub(crate) fn totals(
             let line = |out: &mut String, key: &str, g: &UsageTotals| {
                 let _ = writeln!(
                     out,
-                    "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
-                    g.requests, g.prompt_tokens, g.completion_tokens, g.total_tokens
+                    "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}  {:>16}",
+                    g.requests,
+                    g.prompt_tokens,
+                    g.completion_tokens,
+                    g.total_tokens,
+                    dollars(g.cost_usd_micros)
                 );
             };
             let _ = writeln!(
                 out,
-                "{:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
+                "{:<36}  {:>10}  {:>14}  {:>14}  {:>14}  {:>16}",
                 group_name(by).to_uppercase(),
                 "REQUESTS",
                 "PROMPT",
                 "COMPLETION",
-                "TOTAL"
+                "TOTAL",
+                "COST_USD"
             );
             for group in groups {
                 let key = if group.key.is_empty() {
@@ -87,5 +95,31 @@ pub(crate) fn totals(
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_prints_in_dollars_and_sums_into_the_total() {
+        let group = |key: &str, cost| UsageTotals {
+            key: key.to_owned(),
+            requests: 1,
+            cost_usd_micros: cost,
+            ..UsageTotals::default()
+        };
+        let groups = [group("a", 1_250), group("b", 2_500_000)];
+        let human = totals(UsageGroupBy::Model, &groups, None, Format::Human);
+        assert!(human.contains("COST_USD"), "{human}");
+        assert!(human.contains("0.001250"), "{human}");
+        let total = human.lines().last().unwrap();
+        assert!(total.ends_with("2.501250"), "{human}");
+        let json: serde_json::Value =
+            serde_json::from_str(&totals(UsageGroupBy::Model, &groups, None, Format::Json))
+                .unwrap();
+        assert_eq!(json["total"]["cost_usd_micros"], 2_501_250);
+        assert_eq!(json["groups"][0]["cost_usd"], "0.001250");
     }
 }

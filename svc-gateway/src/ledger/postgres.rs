@@ -36,10 +36,11 @@ impl LedgerSink for PgLedger {
                 // No conflict target: naming one would need SELECT, which this role lacks.
                 sqlx::query(
                     "INSERT INTO usage_ledger (record_id, org_id, token_id, agent_id, model, \
-                         provider, prompt_tokens, completion_tokens, status, latency_ms, created_at) \
+                         provider, prompt_tokens, completion_tokens, status, latency_ms, created_at, \
+                         cost_usd_micros) \
                      SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], \
                          $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], \
-                         $11::timestamptz[]) \
+                         $11::timestamptz[], $12::bigint[]) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(rows.iter().map(|r| r.record_id).collect::<Vec<_>>())
@@ -57,6 +58,7 @@ impl LedgerSink for PgLedger {
                         .collect::<Vec<_>>(),
                 )
                 .bind(rows.iter().map(|r| r.at).collect::<Vec<_>>())
+                .bind(rows.iter().map(|r| r.cost_usd_micros).collect::<Vec<_>>())
                 .execute(&mut *tx)
                 .await?;
             }

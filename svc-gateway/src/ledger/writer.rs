@@ -189,6 +189,7 @@ mod tests {
             status: 200,
             latency_ms: 1,
             at: Utc::now(),
+            cost_usd_micros: 0,
         }
     }
 

@@ -17,8 +17,8 @@ impl SqliteStore {
                     sqlx::query(
                         "INSERT OR IGNORE INTO usage_ledger (record_id, org_id, token_id, \
                              agent_id, model, provider, prompt_tokens, completion_tokens, status, \
-                             latency_ms, created_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                             latency_ms, created_at, cost_usd_micros) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                     )
                     .bind(record.record_id.to_string())
                     .bind(record.org_id)
@@ -31,6 +31,7 @@ impl SqliteStore {
                     .bind(i64::from(record.status))
                     .bind(i64::from(record.latency_ms))
                     .bind(to_micros(record.at))
+                    .bind(record.cost_usd_micros)
                     .execute(&mut *tx)
                     .await
                     .map_err(map_error)?;

@@ -93,7 +93,7 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
 /// Columns later schema versions added, which `CREATE TABLE IF NOT EXISTS` does not add to a
 /// table an older build created: version 2 the issuer, version 3 the limits, version 4 the
 /// agents' change time and status reason. `(table, column, definition)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
+const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
     (
         "tokens",
         "issuer_token_id",
@@ -118,6 +118,11 @@ const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
         "agents",
         "status_reason",
         "status_reason TEXT CHECK (length(status_reason) <= 256)",
+    ),
+    (
+        "usage_ledger",
+        "cost_usd_micros",
+        "cost_usd_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_usd_micros >= 0)",
     ),
 ];
 

@@ -268,6 +268,7 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
         status: 200,
         latency_ms: 1,
         at,
+        cost_usd_micros: prompt * 10,
     };
     let old = record("a", 100, now - Duration::days(2));
     let batch = [old.clone(), record("b", 2, now), record("a", 3, now)];
@@ -291,6 +292,7 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
         ),
         ("a", 2, 103)
     );
+    assert_eq!(first[0].cost_usd_micros, 1030);
     let second = store.usage(org_id, &query(Some("a"), None)).await.unwrap();
     assert_eq!((second[0].key.as_str(), second[0].requests), ("b", 1));
     assert!(
