@@ -388,17 +388,23 @@ pub enum AuditAction {
     AgentStatus,
     /// CreateUser.
     UserCreate,
+    /// SetBudget.
+    BudgetSet,
+    /// DeleteBudget.
+    BudgetDelete,
 }
 
 impl AuditAction {
     /// Every action, in the order the API grew them.
-    pub const ALL: [AuditAction; 6] = [
+    pub const ALL: [AuditAction; 8] = [
         AuditAction::OrgBootstrap,
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
         AuditAction::AgentCreate,
         AuditAction::AgentStatus,
         AuditAction::UserCreate,
+        AuditAction::BudgetSet,
+        AuditAction::BudgetDelete,
     ];
 
     /// The stored and wire word.
@@ -410,6 +416,8 @@ impl AuditAction {
             AuditAction::AgentCreate => "agent.create",
             AuditAction::AgentStatus => "agent.status",
             AuditAction::UserCreate => "user.create",
+            AuditAction::BudgetSet => "budget.set",
+            AuditAction::BudgetDelete => "budget.delete",
         }
     }
 
@@ -581,6 +589,8 @@ pub enum Reference {
     Agent,
     /// A user (through its membership).
     User,
+    /// A token.
+    Token,
 }
 
 impl fmt::Display for Reference {
@@ -588,6 +598,7 @@ impl fmt::Display for Reference {
         f.write_str(match self {
             Reference::Agent => "agent",
             Reference::User => "user",
+            Reference::Token => "token",
         })
     }
 }

@@ -120,3 +120,15 @@ CREATE TRIGGER IF NOT EXISTS audit_events_no_delete BEFORE DELETE ON audit_event
 BEGIN
     SELECT RAISE(ABORT, 'audit events are append-only');
 END;
+
+-- Money budgets: a limit in US micro-dollars per period on an org, an agent
+-- or a token; an org's own budget names the org as its target.
+CREATE TABLE IF NOT EXISTS budgets (
+    org_id           BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    scope            TEXT NOT NULL CHECK (scope IN ('org', 'agent', 'token')),
+    target_id        BLOB NOT NULL CHECK (length(target_id) = 16),
+    limit_usd_micros INTEGER NOT NULL CHECK (limit_usd_micros >= 0),
+    period           TEXT NOT NULL CHECK (period IN ('day', 'week', 'month', 'total')),
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (org_id, scope, target_id)
+) STRICT;

@@ -324,3 +324,68 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_budgets_spend_is_the_ledgers_cost_of_its_target_in_its_period() {
+    use chrono::{Duration, Utc};
+    use svc_runtime::usage::UsageRecord;
+
+    use crate::store::{AuditAction, Budget, BudgetPeriod, BudgetTarget};
+
+    let store = SqliteStore::in_memory().await.unwrap();
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+    let agent_id = Uuid::new_v4();
+    store
+        .create_agent(
+            org_id,
+            crate::store::NewAgent {
+                agent_id,
+                status: crate::store::AgentStatus::Active,
+                name: None,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let now = Utc::now();
+    let call = |agent: Option<Uuid>, cost: i64, at| UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: agent,
+        model: "m".to_owned(),
+        provider: "p".to_owned(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        status: 200,
+        latency_ms: 1,
+        at,
+        cost_usd_micros: cost,
+    };
+    let month_ago = now - Duration::days(40);
+    store
+        .record_usage(&[
+            call(Some(agent_id), 100, now),
+            call(Some(agent_id), 1_000, month_ago),
+            call(None, 10, now),
+        ])
+        .await
+        .unwrap();
+    let audit = || AuditEntry::ok(None, AuditAction::BudgetSet);
+    for (target, period) in [
+        (BudgetTarget::Org, BudgetPeriod::Day),
+        (BudgetTarget::Agent(agent_id), BudgetPeriod::Total),
+    ] {
+        let budget = Budget {
+            target,
+            limit_usd_micros: 5_000,
+            period,
+        };
+        store.set_budget(org_id, budget, audit()).await.unwrap();
+    }
+    let listed = store.list_budgets(org_id, now).await.unwrap();
+    let spent: Vec<i64> = listed.iter().map(|b| b.spent_usd_micros).collect();
+    // The org today: 100 + 10; the agent ever: 100 + 1000.
+    assert_eq!(spent, [110, 1_100]);
+}
