@@ -84,18 +84,19 @@ impl CostMeter {
         self.unpriced.get()
     }
 
-    /// The cost in micro-dollars of a call to `model` that used `usage`; `answered` is false
-    /// when no provider answered (nothing to count). A model without a price costs 0 and is
-    /// counted.
-    pub fn cost(&self, model: &str, usage: CallUsage, answered: bool) -> i64 {
-        match self.registry.price(model) {
-            Some(price) => price.cost(usage.prompt, usage.cached, usage.completion),
-            None => {
-                if answered {
-                    self.unpriced.inc();
-                }
-                0
-            }
+    /// The cost in micro-dollars of a call to `model` that used `usage`; 0 for a model
+    /// without a price.
+    pub fn cost(&self, model: &str, usage: CallUsage) -> i64 {
+        self.registry.price(model).map_or(0, |price| {
+            price.cost(usage.prompt, usage.cached, usage.completion)
+        })
+    }
+
+    /// Counts a call a provider answered (`report` names one) for `model` when it has no
+    /// price: every such call, whether or not a ledger records it.
+    pub fn observe(&self, model: &str, report: &Report) {
+        if !report.provider.is_empty() && self.registry.price(model).is_none() {
+            self.unpriced.inc();
         }
     }
 }
@@ -184,11 +185,18 @@ mod tests {
             cached: 0,
             completion: 500,
         };
-        assert_eq!(meter.cost("svc-mock-1", usage, true), 2_000);
+        assert_eq!(meter.cost("svc-mock-1", usage), 2_000);
+        let answered = Report {
+            provider: "mock".to_owned(),
+            ..Report::default()
+        };
+        meter.observe("svc-mock-1", &answered);
+        assert_eq!(meter.unpriced_total(), 0);
 
         let unpriced = meter.with_registry(Registry::new(Arc::new(MockProvider::new()), []));
-        assert_eq!(unpriced.cost("svc-mock-1", usage, true), 0);
-        assert_eq!(unpriced.cost("svc-mock-1", usage, false), 0);
+        assert_eq!(unpriced.cost("svc-mock-1", usage), 0);
+        unpriced.observe("svc-mock-1", &answered);
+        unpriced.observe("svc-mock-1", &Report::default());
         assert_eq!(
             meter.unpriced_total(),
             1,

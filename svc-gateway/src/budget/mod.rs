@@ -6,7 +6,8 @@
 //! counted in `svc_proxy_unpriced_calls_total`, so an operator sees unpriced traffic.
 //!
 //! This module is the one place the request path asks about money: the handler calls
-//! [`CostMeter::cost`] once a call is over.
+//! [`CostMeter::observe`] with each call's report and [`CostMeter::cost`] when it records the
+//! call in the ledger.
 
 mod cost;
 mod price;

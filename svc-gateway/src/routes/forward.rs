@@ -99,10 +99,12 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     let reporter = {
         let meeting = meeting.clone();
         let tokens = state.tokens.clone();
+        let (cost, model) = (state.cost.clone(), api.clone());
         UsageReporter::new(move |report| {
             if let Some(usage) = &report.usage {
                 tokens.record(usage);
             }
+            cost.observe(&model.model, &report);
             settle.to(Some(&report));
             Meeting::report(&meeting, report);
         })
@@ -243,7 +245,7 @@ fn record(account: Account, report: Report) {
         let usage = CallUsage::of(&report, || {
             crate::token_estimate::prompt_tokens(&api.json, api.message_count)
         });
-        let cost_usd_micros = meter.cost(&api.model, usage, !report.provider.is_empty());
+        let cost_usd_micros = meter.cost(&api.model, usage);
         ledger.record(UsageRecord {
             record_id: Uuid::now_v7(),
             org_id: org.org_id,
