@@ -202,6 +202,53 @@ async fn each_call_costs_its_usage_at_the_registry_price_and_unpriced_calls_are_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_stream_cut_short_is_charged_for_what_was_sent() {
+    let first = support::chunk("a few words of an answer");
+    let stack = Stack::start(Script::Stream {
+        before: vec![first.clone()],
+        after: vec![],
+        fail: true,
+    })
+    .await;
+    // One micro-dollar per token, input and output.
+    let gateway = stack
+        .gateway_priced(Some("{ input = 1, output = 1 }"), &[])
+        .await;
+    let mut chat = chat_body();
+    chat["stream"] = serde_json::json!(true);
+    let request = stack.chat(&gateway).body(body(&chat)).unwrap();
+    let response = support::client::open(&client(), request).await;
+    assert_eq!(response.status(), 200);
+    let mut stream = response.into_body();
+    let data = tokio::time::timeout(
+        Duration::from_secs(10),
+        support::client::next_data(&mut stream),
+    )
+    .await
+    .expect("the first chunk arrives");
+    assert!(data.is_some());
+    // Now the upstream fails: the rest is the gateway's error event, then the end.
+    stack.upstream.release();
+    while tokio::time::timeout(
+        Duration::from_secs(10),
+        support::client::next_data(&mut stream),
+    )
+    .await
+    .expect("the stream ends")
+    .is_some()
+    {}
+    assert_eq!(
+        ledger_reaches(&stack, 1, Duration::from_secs(10)).await,
+        (1, 0, 0),
+        "the provider reported no usage"
+    );
+    let cost = all_pages(&stack, UsageGroupBy::Model, 50).await[0].groups[0].cost_usd_micros;
+    // At least a quarter of the bytes sent, as output tokens, plus some prompt estimate.
+    let sent = i64::try_from(first.len().div_ceil(4)).unwrap();
+    assert!(cost > sent, "cost {cost}, sent {sent} tokens' worth");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn usage_is_the_orgs_own() {
     let stack = Stack::start(Script::Counted).await;
     let other = stack.other_org().await;
