@@ -97,7 +97,9 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
     -- An MCP tool call's `server/tool` and outcome; NULL for a provider call. Added in schema
     -- version 5.
     tool              TEXT CHECK (length(tool) <= 200),
-    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied'))
+    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied')),
+    -- What the call cost, in US micro-dollars (0 without a price); added in schema version 6.
+    cost_usd_micros   INTEGER NOT NULL DEFAULT 0 CHECK (cost_usd_micros >= 0)
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);
@@ -126,3 +128,15 @@ CREATE TRIGGER IF NOT EXISTS audit_events_no_delete BEFORE DELETE ON audit_event
 BEGIN
     SELECT RAISE(ABORT, 'audit events are append-only');
 END;
+
+-- Money budgets (schema version 6): a limit in US micro-dollars per period on an org, an agent
+-- or a token; an org's own budget names the org as its target.
+CREATE TABLE IF NOT EXISTS budgets (
+    org_id           BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    scope            TEXT NOT NULL CHECK (scope IN ('org', 'agent', 'token')),
+    target_id        BLOB NOT NULL CHECK (length(target_id) = 16),
+    limit_usd_micros INTEGER NOT NULL CHECK (limit_usd_micros >= 0),
+    period           TEXT NOT NULL CHECK (period IN ('day', 'week', 'month', 'total')),
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (org_id, scope, target_id)
+) STRICT;
