@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS projects (
 
 -- The usage ledger (schema version 3): one row per call the gateway put to a provider, written
 -- by the dev gateway in batches. Ids are TEXT here, so the totals group by the ids' usual form.
+-- `cost_usd_micros`, what the call cost in US micro-dollars (0 without a price), came in schema
+-- version 6.
 CREATE TABLE IF NOT EXISTS usage_ledger (
     record_id         TEXT PRIMARY KEY NOT NULL,
     org_id            BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
@@ -98,7 +100,6 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
     -- version 5.
     tool              TEXT CHECK (length(tool) <= 200),
     outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied')),
-    -- What the call cost, in US micro-dollars (0 without a price); added in schema version 6.
     cost_usd_micros   INTEGER NOT NULL DEFAULT 0 CHECK (cost_usd_micros >= 0)
 ) STRICT;
 

@@ -455,3 +455,67 @@ async fn a_budgets_spend_is_the_ledgers_cost_of_its_target_in_its_period() {
     // The org today: 100 + 10; the agent ever: 100 + 1000.
     assert_eq!(spent, [110, 1_100]);
 }
+
+#[tokio::test]
+async fn a_version_5_database_gets_the_ledgers_cost_and_the_budgets_table() {
+    use chrono::Utc;
+    use svc_runtime::usage::UsageRecord;
+
+    use crate::store::{AuditAction, Budget, BudgetPeriod, BudgetTarget};
+
+    let dir = TempDir::create();
+    let path = database_in(&dir);
+    let org_id = Uuid::new_v4();
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.ensure_organization(org_id).await.unwrap();
+        // Back to what version 5 wrote: no cost in the ledger, no budgets.
+        sqlx::raw_sql(
+            "ALTER TABLE usage_ledger DROP COLUMN cost_usd_micros; DROP TABLE budgets; \
+             PRAGMA user_version = 5",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        store.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let record = UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: None,
+        model: "m".to_owned(),
+        provider: "p".to_owned(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        status: 200,
+        latency_ms: 1,
+        at: Utc::now(),
+        tool: None,
+        cost_usd_micros: 42,
+    };
+    store.record_usage(&[record]).await.unwrap();
+    let budget = Budget {
+        target: BudgetTarget::Org,
+        limit_usd_micros: 1_000,
+        period: BudgetPeriod::Total,
+    };
+    store
+        .set_budget(org_id, budget, AuditEntry::ok(None, AuditAction::BudgetSet))
+        .await
+        .unwrap();
+    let listed = store.list_budgets(org_id, Utc::now()).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|b| b.spent_usd_micros)
+            .collect::<Vec<_>>(),
+        [42]
+    );
+}
