@@ -10,6 +10,7 @@ use svc_runtime::config::EXIT_CONFIG;
 use crate::admin;
 use crate::agent::AgentArgs;
 use crate::audit::AuditArgs;
+use crate::budget::BudgetArgs;
 use crate::token::TokenArgs;
 use crate::usage::UsageArgs;
 use crate::user::UserArgs;
@@ -25,7 +26,7 @@ use crate::user::UserArgs;
     args_override_self = true,
     about = "The svc command: the whole stack for development, and the administration of an \
              auth server",
-    after_help = "The admin commands (token, usage, agent, user, audit) reach the auth server at \
+    after_help = "The admin commands (token, usage, agent, user, audit, budget) reach the auth server at \
                   SVC_AUTH_GRPC_ADDR with the admin token in SVC_ADMIN_TOKEN; each prints one \
                   JSON document with --json."
 )]
@@ -56,6 +57,8 @@ pub enum Command {
     User(UserArgs),
     /// The org's audit trail, newest first
     Audit(AuditArgs),
+    /// Set, list and delete money budgets on the org, an agent or a token
+    Budget(BudgetArgs),
 }
 
 /// The command line of this process, or the exit: help and version on stdout with 0, bad
@@ -129,6 +132,12 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Audit(args) => {
             let server = args.server.clone();
             admin::main(&server, async |admin| crate::audit::run(admin, args).await).await
+        }
+        Command::Budget(args) => {
+            admin::main(&args.server, async |admin| {
+                crate::budget::run(admin, args.command).await
+            })
+            .await
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod admin;
 pub mod agent;
 pub mod args;
 pub mod audit;
+pub mod budget;
 pub mod cli;
 pub mod dev;
 pub mod output;

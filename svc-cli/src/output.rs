@@ -28,6 +28,13 @@ pub(crate) fn time_or(timestamp: Option<&Timestamp>, unset: &str) -> String {
     time(timestamp).unwrap_or_else(|| unset.to_owned())
 }
 
+/// US micro-dollars as dollars with six decimals: `1250` is `0.001250`.
+pub(crate) fn dollars(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let abs = micros.unsigned_abs();
+    format!("{sign}{}.{:06}", abs / 1_000_000, abs % 1_000_000)
+}
+
 pub(crate) fn json_line(value: &Value) -> String {
     format!("{value}\n")
 }

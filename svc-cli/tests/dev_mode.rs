@@ -209,6 +209,22 @@ async fn the_ledger_lives_in_the_embedded_store_and_svc_usage_prints_it() {
     assert_eq!(last["total"]["requests"], 4, "{last}");
     assert_eq!(last["total"]["prompt_tokens"], reported.0);
     assert_eq!(last["total"]["completion_tokens"], reported.1);
+    // The mock's fixed price: $1 per million input tokens, $2 per million output tokens.
+    let cost = reported.0 + 2 * reported.1;
+    assert_eq!(last["total"]["cost_usd_micros"], cost, "{last}");
+
+    // A budget on the org reads its spend from the embedded ledger.
+    let output = svc_as_admin(
+        &server,
+        &[
+            "budget", "set", "--org", "--usd", "1", "--per", "day", "--json",
+        ],
+    )
+    .await;
+    assert!(output.status.success(), "{output:?}");
+    let output = svc_as_admin(&server, &["budget", "list", "--json"]).await;
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(listed["budgets"][0]["spent_usd_micros"], cost, "{listed}");
 
     let output = svc_as_admin(&server, &["usage", "--by", "day", "--since", "1h"]).await;
     let text = String::from_utf8(output.stdout).unwrap();

@@ -30,12 +30,14 @@ impl Permissions {
     pub const USER_MANAGE: Permissions = Permissions(1 << 8);
     /// `ListAuditEvents`.
     pub const AUDIT_READ: Permissions = Permissions(1 << 9);
+    /// `SetBudget`, `DeleteBudget`, `ListBudgets`.
+    pub const BUDGET_MANAGE: Permissions = Permissions(1 << 10);
     /// The MCP routes: `POST`, `GET`, `DELETE /mcp/{server}`.
     pub const MCP_TOOLS: Permissions = Permissions(1 << 11);
     /// No permission at all.
     pub const NONE: Permissions = Permissions(0);
     /// Every permission this version knows.
-    pub const ALL_KNOWN: Permissions = Permissions(((1 << 10) - 1) | (1 << 11));
+    pub const ALL_KNOWN: Permissions = Permissions((1 << 12) - 1);
 
     /// The bitmap as it travels on the wire.
     pub const fn from_bits(bits: i64) -> Permissions {

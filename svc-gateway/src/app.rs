@@ -33,6 +33,7 @@ use tower::util::BoxCloneSyncService;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::access_log::{AccessLogLayer, IdentityLayer};
+use crate::budget::CostMeter;
 use crate::config::Config;
 use crate::forward::Forward;
 use crate::http_metrics::HttpMetrics;
@@ -89,6 +90,8 @@ pub struct Gateway {
     mcp_metrics: McpMetrics,
     metrics: ProxyMetrics,
     tokens: TokenMetrics,
+    /// Prices calls for the ledger (and counts unpriced ones).
+    cost: CostMeter,
     http_metrics: HttpMetrics,
     prometheus: Arc<PromRegistry>,
     readiness: Arc<Readiness>,
@@ -144,6 +147,8 @@ impl Gateway {
         metrics.register(&mut prometheus);
         let tokens = TokenMetrics::default();
         tokens.register(&mut prometheus);
+        let cost = CostMeter::new(registry.clone());
+        cost.register(&mut prometheus);
         let ledger_metrics = LedgerMetrics::default();
         ledger_metrics.register(&mut prometheus);
         let mcp_metrics = McpMetrics::default();
@@ -183,6 +188,7 @@ impl Gateway {
             mcp_metrics,
             metrics,
             tokens,
+            cost,
             http_metrics,
             prometheus: Arc::new(prometheus),
             readiness,
@@ -196,6 +202,7 @@ impl Gateway {
     /// Replaces the provider registry (tests point it at a fake upstream). Its provider
     /// metrics are not exported: the Prometheus registry was built with the first one.
     pub fn with_registry(mut self, registry: Registry) -> Gateway {
+        self.cost = self.cost.with_registry(registry.clone());
         self.registry = registry;
         self
     }
@@ -368,6 +375,7 @@ impl Gateway {
                 ledger: self.ledger.clone(),
                 token_limit: token_limit.clone(),
                 tokens: self.tokens.clone(),
+                cost: self.cost.clone(),
                 max_body: config.max_request_body_bytes,
             };
             post(routes::forward::forward)

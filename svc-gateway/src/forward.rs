@@ -108,8 +108,13 @@ impl<B> Service<Request<B>> for Forward {
             let mut response = match reply {
                 Ok(ProviderReply::Json { status, body }) => {
                     if let Some(reporter) = &reporter {
+                        let (usage, cached_tokens) = match usage::from_json_with_cached(&body) {
+                            Some((usage, cached)) => (Some(usage), cached),
+                            None => (None, 0),
+                        };
                         reporter.report(Report {
-                            usage: usage::from_json(&body),
+                            usage,
+                            cached_tokens,
                             ..Report::default()
                         });
                     }

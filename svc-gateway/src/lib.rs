@@ -12,6 +12,7 @@
 pub mod access_log;
 pub mod app;
 pub mod auth;
+pub mod budget;
 pub mod config;
 pub mod deadline;
 pub mod error_report;

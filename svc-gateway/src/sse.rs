@@ -63,6 +63,8 @@ pub struct SseBody {
     strip_usage_chunk: bool,
     /// The usage the stream reported so far.
     usage: Option<Usage>,
+    /// The largest count of cache-served prompt tokens reported so far.
+    cached_tokens: i64,
     /// Event bytes passed to the client: what a stream cut short before its usage chunk is
     /// charged by.
     sent_bytes: u64,
@@ -90,6 +92,7 @@ impl SseBody {
             reporter: None,
             strip_usage_chunk: false,
             usage: None,
+            cached_tokens: 0,
             sent_bytes: 0,
         }
     }
@@ -131,8 +134,9 @@ impl SseBody {
         for event in split_events(&data) {
             if usage::mentions_usage(event) {
                 let payload = event_data(event);
-                if let Some(found) = usage::from_json(&payload) {
+                if let Some((found, cached)) = usage::from_json_with_cached(&payload) {
                     self.usage = Some(usage::merged(self.usage.take(), found));
+                    self.cached_tokens = self.cached_tokens.max(cached);
                     if self.strip_usage_chunk && usage::is_usage_only_chunk(&payload) {
                         dropped = true;
                         continue;
@@ -153,6 +157,7 @@ impl SseBody {
             reporter.report(Report {
                 usage: self.usage.take(),
                 streamed_bytes: Some(self.sent_bytes),
+                cached_tokens: self.cached_tokens,
                 ..Report::default()
             });
         }

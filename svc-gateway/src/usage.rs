@@ -28,9 +28,23 @@ struct Reported {
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
     total_tokens: Option<i64>,
+    prompt_tokens_details: Option<Details>,
+    input_tokens_details: Option<Details>,
+}
+
+/// The breakdown of an OpenAI-shaped prompt count: how much of it the provider's cache served.
+#[derive(Debug, Default, Deserialize)]
+struct Details {
+    cached_tokens: Option<i64>,
 }
 
 impl Reported {
+    fn cached(&self) -> i64 {
+        let details = self.prompt_tokens_details.as_ref();
+        let details = details.or(self.input_tokens_details.as_ref());
+        details.and_then(|d| d.cached_tokens).unwrap_or(0).max(0)
+    }
+
     fn usage(self) -> Option<Usage> {
         let prompt = self.prompt_tokens.or(self.input_tokens);
         let completion = self.completion_tokens.or(self.output_tokens);
@@ -57,11 +71,16 @@ struct WithUsage {
 
 /// The usage of a JSON answer or of one SSE event's data, when it reports one.
 pub fn from_json(body: &[u8]) -> Option<Usage> {
+    from_json_with_cached(body).map(|(usage, _)| usage)
+}
+
+/// [`from_json`], with the prompt tokens the provider's cache served (0 when it says none).
+pub fn from_json_with_cached(body: &[u8]) -> Option<(Usage, i64)> {
     let parsed: WithUsage = serde_json::from_slice(body).ok()?;
-    match parsed {
+    let reported = match parsed {
         WithUsage {
             usage: Some(usage), ..
-        } => usage.usage(),
+        } => usage,
         WithUsage {
             response: Some(inner),
             ..
@@ -69,9 +88,11 @@ pub fn from_json(body: &[u8]) -> Option<Usage> {
         | WithUsage {
             message: Some(inner),
             ..
-        } => inner.usage?.usage(),
-        _ => None,
-    }
+        } => inner.usage?,
+        _ => return None,
+    };
+    let cached = reported.cached();
+    Some((reported.usage()?, cached))
 }
 
 /// The usage of a stream that reported it in parts: each count at its largest (the counts a
@@ -128,6 +149,8 @@ pub struct Report {
     pub provider: String,
     /// For a stream, the event bytes the client was sent.
     pub streamed_bytes: Option<u64>,
+    /// Of the prompt tokens, the ones the provider's cache served.
+    pub cached_tokens: i64,
 }
 
 type OnReport = Box<dyn FnOnce(Report) + Send>;
@@ -261,6 +284,9 @@ mod tests {
                 total_tokens: 40
             }
         );
+        let cached = br#"{"usage":{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        assert_eq!(from_json_with_cached(cached).map(|(_, c)| c), Some(4));
+        assert_eq!(from_json_with_cached(chat).map(|(_, c)| c), Some(0));
         assert_eq!(from_json(br#"{"usage":null}"#), None);
         assert_eq!(from_json(br#"{"usage":{}}"#), None);
         assert_eq!(from_json(b"not json"), None);
@@ -287,7 +313,7 @@ mod tests {
                 total_tokens: 2,
             }),
             provider: String::new(),
-            streamed_bytes: None,
+            ..Report::default()
         });
         assert_eq!(receiver.await.unwrap(), Report::default());
         let (reporter, receiver) = UsageReporter::channel();

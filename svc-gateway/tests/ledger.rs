@@ -154,6 +154,101 @@ async fn ledger_totals_equal_the_reported_usage_across_two_replicas_replays_excl
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn each_call_costs_its_usage_at_the_registry_price_and_unpriced_calls_are_counted() {
+    let stack = Stack::start(Script::Counted).await;
+    let priced = stack
+        .gateway_priced(Some("{ input = 1.0, output = 2.0 }"), &[])
+        .await;
+    let http = client();
+    for _ in 0..20 {
+        let request = stack.chat(&priced).body(body(&chat_body())).unwrap();
+        assert_eq!(send(&http, request).await.status.as_u16(), 200);
+    }
+    let reported = stack.upstream.reported();
+    ledger_matches(&stack, reported).await;
+    // $1 and $2 per million tokens: one micro-dollar per prompt token, two per completion token.
+    let cost: i64 = all_pages(&stack, UsageGroupBy::Model, 50)
+        .await
+        .iter()
+        .flat_map(|p| &p.groups)
+        .map(|g| g.cost_usd_micros)
+        .sum();
+    assert_eq!(
+        cost,
+        reported.prompt_tokens + 2 * reported.completion_tokens
+    );
+    assert!(
+        !metrics(&priced)
+            .await
+            .contains("svc_proxy_unpriced_calls_total 1"),
+        "priced calls are not unpriced"
+    );
+
+    let unpriced = stack.gateway_priced(None, &[]).await;
+    let request = stack.chat(&unpriced).body(body(&chat_body())).unwrap();
+    assert_eq!(send(&http, request).await.status.as_u16(), 200);
+    ledger_reaches(&stack, 21, Duration::from_secs(10)).await;
+    let by_day = all_pages(&stack, UsageGroupBy::Day, 50).await;
+    assert_eq!(
+        by_day[0].groups[0].cost_usd_micros, cost,
+        "an unpriced call costs 0"
+    );
+    assert!(
+        metrics(&unpriced)
+            .await
+            .contains("svc_proxy_unpriced_calls_total 1"),
+        "the unpriced call is counted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_cut_short_is_charged_for_what_was_sent() {
+    let first = support::chunk("a few words of an answer");
+    let stack = Stack::start(Script::Stream {
+        before: vec![first.clone()],
+        after: vec![],
+        fail: true,
+    })
+    .await;
+    // One micro-dollar per token, input and output.
+    let gateway = stack
+        .gateway_priced(Some("{ input = 1, output = 1 }"), &[])
+        .await;
+    let mut chat = chat_body();
+    chat["stream"] = serde_json::json!(true);
+    let request = stack.chat(&gateway).body(body(&chat)).unwrap();
+    let response = support::client::open(&client(), request).await;
+    assert_eq!(response.status(), 200);
+    let mut stream = response.into_body();
+    let data = tokio::time::timeout(
+        Duration::from_secs(10),
+        support::client::next_data(&mut stream),
+    )
+    .await
+    .expect("the first chunk arrives");
+    assert!(data.is_some());
+    // Now the upstream fails: the rest is the gateway's error event, then the end.
+    stack.upstream.release();
+    while tokio::time::timeout(
+        Duration::from_secs(10),
+        support::client::next_data(&mut stream),
+    )
+    .await
+    .expect("the stream ends")
+    .is_some()
+    {}
+    assert_eq!(
+        ledger_reaches(&stack, 1, Duration::from_secs(10)).await,
+        (1, 0, 0),
+        "the provider reported no usage"
+    );
+    let cost = all_pages(&stack, UsageGroupBy::Model, 50).await[0].groups[0].cost_usd_micros;
+    // At least a quarter of the bytes sent, as output tokens, plus some prompt estimate.
+    let sent = i64::try_from(first.len().div_ceil(4)).unwrap();
+    assert!(cost > sent, "cost {cost}, sent {sent} tokens' worth");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn usage_is_the_orgs_own() {
     let stack = Stack::start(Script::Counted).await;
     let other = stack.other_org().await;

@@ -51,6 +51,8 @@ pub struct UsageRecord {
     pub at: DateTime<Utc>,
     /// Set for an MCP tool call (then `provider` is the server and `model` is empty).
     pub tool: Option<ToolCall>,
+    /// What the call cost, in US micro-dollars; 0 for a model without a price.
+    pub cost_usd_micros: i64,
 }
 
 impl UsageRecord {
@@ -64,6 +66,7 @@ impl UsageRecord {
         }
         self.prompt_tokens = self.prompt_tokens.max(0);
         self.completion_tokens = self.completion_tokens.max(0);
+        self.cost_usd_micros = self.cost_usd_micros.max(0);
         if !(100..=599).contains(&self.status) {
             self.status = 500;
         }
@@ -96,10 +99,12 @@ mod tests {
             latency_ms: 1,
             at: Utc::now(),
             tool: None,
+            cost_usd_micros: -1,
         }
         .bounded();
         assert_eq!(record.model.chars().count(), MAX_MODEL_CHARS);
         assert_eq!((record.prompt_tokens, record.completion_tokens), (0, 4));
         assert_eq!(record.status, 500);
+        assert_eq!(record.cost_usd_micros, 0);
     }
 }

@@ -26,6 +26,7 @@ use crate::verify::{ValidToken, Verifier};
 mod access;
 mod agents;
 mod audit;
+mod budgets;
 mod convert;
 mod issuer;
 pub mod reports;
@@ -388,6 +389,40 @@ impl<S: Store> AuthService for AuthApi<S> {
     ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
         let caller = self.authorize(&audit::LIST, request.metadata()).await?;
         audit::list(self.store(), &caller, request.get_ref())
+            .await
+            .map(Response::new)
+    }
+
+    async fn set_budget(
+        &self,
+        request: Request<v1::SetBudgetRequest>,
+    ) -> Result<Response<v1::Budget>, Status> {
+        let caller = self.authorize(&budgets::SET, request.metadata()).await?;
+        self.audited(&budgets::SET, &caller, async {
+            budgets::set(self.store(), &caller, request.into_inner()).await
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn delete_budget(
+        &self,
+        request: Request<v1::DeleteBudgetRequest>,
+    ) -> Result<Response<v1::DeleteBudgetResponse>, Status> {
+        let caller = self.authorize(&budgets::DELETE, request.metadata()).await?;
+        self.audited(&budgets::DELETE, &caller, async {
+            budgets::delete(self.store(), &caller, request.get_ref()).await
+        })
+        .await
+        .map(Response::new)
+    }
+
+    async fn list_budgets(
+        &self,
+        request: Request<v1::ListBudgetsRequest>,
+    ) -> Result<Response<v1::ListBudgetsResponse>, Status> {
+        let caller = self.authorize(&budgets::LIST, request.metadata()).await?;
+        budgets::list(self.store(), &caller)
             .await
             .map(Response::new)
     }

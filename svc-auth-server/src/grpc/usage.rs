@@ -71,6 +71,7 @@ pub(super) async fn get_usage<S: Store>(
                 requests: row.requests,
                 prompt_tokens: row.prompt_tokens,
                 completion_tokens: row.completion_tokens,
+                cost_usd_micros: row.cost_usd_micros,
             })
             .collect(),
         next_page_token,

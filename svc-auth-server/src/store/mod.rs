@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 mod agent_moves;
 mod agent_tools;
+pub mod budgets;
 mod driver_error;
 mod model;
 pub mod postgres;
@@ -29,6 +30,7 @@ pub(crate) mod suite;
 mod timer;
 pub(crate) mod usage;
 
+pub use budgets::{Budget, BudgetPeriod, BudgetSpend, BudgetTarget};
 pub use model::{
     Agent, AgentDetail, AgentStatus, AuditAction, AuditEntry, AuditEvent, AuditOutcome, AuditQuery,
     BootstrapOrg, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Organization, Reference,
@@ -267,4 +269,31 @@ pub trait Store: Clone + Send + Sync + 'static {
         org_id: Uuid,
         query: &UsageQuery,
     ) -> impl Future<Output = Result<Vec<UsageTotals>, StoreError>> + Send;
+
+    // Money budgets.
+
+    /// Sets the budget of its target in `org_id` (replacing the one it has), writing `audit`
+    /// in the same transaction. An agent or token not in the org is [`StoreError::NotInOrg`].
+    fn set_budget(
+        &self,
+        org_id: Uuid,
+        budget: Budget,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<Budget, StoreError>> + Send;
+
+    /// Deletes the budget of `target` in `org_id`, writing `audit` with it; false (and nothing
+    /// written) when it has none.
+    fn delete_budget(
+        &self,
+        org_id: Uuid,
+        target: BudgetTarget,
+        audit: AuditEntry,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Every budget of `org_id` with its spend, from the ledger, in the period holding `now`.
+    fn list_budgets(
+        &self,
+        org_id: Uuid,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> impl Future<Output = Result<Vec<BudgetSpend>, StoreError>> + Send;
 }

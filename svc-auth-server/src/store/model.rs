@@ -392,11 +392,15 @@ pub enum AuditAction {
     AgentTools,
     /// CreateUser.
     UserCreate,
+    /// SetBudget.
+    BudgetSet,
+    /// DeleteBudget.
+    BudgetDelete,
 }
 
 impl AuditAction {
     /// Every action, in the order the API grew them.
-    pub const ALL: [AuditAction; 7] = [
+    pub const ALL: [AuditAction; 9] = [
         AuditAction::OrgBootstrap,
         AuditAction::TokenCreate,
         AuditAction::TokenRevoke,
@@ -404,6 +408,8 @@ impl AuditAction {
         AuditAction::AgentStatus,
         AuditAction::UserCreate,
         AuditAction::AgentTools,
+        AuditAction::BudgetSet,
+        AuditAction::BudgetDelete,
     ];
 
     /// The stored and wire word.
@@ -416,6 +422,8 @@ impl AuditAction {
             AuditAction::AgentStatus => "agent.status",
             AuditAction::AgentTools => "agent.tools",
             AuditAction::UserCreate => "user.create",
+            AuditAction::BudgetSet => "budget.set",
+            AuditAction::BudgetDelete => "budget.delete",
         }
     }
 
@@ -587,6 +595,8 @@ pub enum Reference {
     Agent,
     /// A user (through its membership).
     User,
+    /// A token.
+    Token,
 }
 
 impl fmt::Display for Reference {
@@ -594,6 +604,7 @@ impl fmt::Display for Reference {
         f.write_str(match self {
             Reference::Agent => "agent",
             Reference::User => "user",
+            Reference::Token => "token",
         })
     }
 }

@@ -10,8 +10,9 @@ use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use super::{
-    AgentStatus, AuditAction, AuditEntry, AuditQuery, BootstrapOrg, Cursor, MembershipRole,
-    NewAgent, NewToken, NewUser, Reference, Store, StoreError, TokenLimits,
+    AgentStatus, AuditAction, AuditEntry, AuditQuery, BootstrapOrg, Budget, BudgetPeriod,
+    BudgetTarget, Cursor, MembershipRole, NewAgent, NewToken, NewUser, Reference, Store,
+    StoreError, TokenLimits,
 };
 
 /// Runs every case, each on a fresh store from `new_store`.
@@ -46,6 +47,7 @@ where
     case!(agents_and_users_list_in_pages_within_the_org);
     case!(acts_and_their_audit_events_land_together);
     case!(bootstrap_creates_or_finds_the_org);
+    case!(budgets_are_set_replaced_listed_and_deleted_within_the_org);
 }
 
 fn audit(action: AuditAction) -> AuditEntry {
@@ -662,5 +664,115 @@ async fn a_tokens_limits_are_stored_validated_and_listed<S: Store>(store: &S) {
         listed
             .iter()
             .any(|t| t.token_id == created.token_id && t.limits == limits)
+    );
+}
+
+async fn budgets_are_set_replaced_listed_and_deleted_within_the_org<S: Store>(store: &S) {
+    let (org_id, other) = (new_org(store).await, new_org(store).await);
+    let agent_id = new_agent(store, org_id, AgentStatus::Active).await;
+    let foreign_agent = new_agent(store, other, AgentStatus::Active).await;
+    let token = token(None, None);
+    let token_id = token.token_id;
+    store.create_token(org_id, token, None).await.unwrap();
+    let budget = |target, limit, period| Budget {
+        target,
+        limit_usd_micros: limit,
+        period,
+    };
+    let set = |b: Budget| store.set_budget(org_id, b, audit(AuditAction::BudgetSet));
+
+    let org = budget(BudgetTarget::Org, 5_000_000, BudgetPeriod::Month);
+    assert_eq!(set(org).await.unwrap(), org);
+    set(budget(
+        BudgetTarget::Agent(agent_id),
+        1_000,
+        BudgetPeriod::Day,
+    ))
+    .await
+    .unwrap();
+    let replaced = budget(BudgetTarget::Agent(agent_id), 2_000, BudgetPeriod::Week);
+    set(replaced).await.unwrap();
+    let on_token = budget(BudgetTarget::Token(token_id), 0, BudgetPeriod::Total);
+    set(on_token).await.unwrap();
+
+    // Another org's agent, another org's token and an unknown token are not in the org.
+    let foreign = set(budget(
+        BudgetTarget::Agent(foreign_agent),
+        1,
+        BudgetPeriod::Day,
+    ))
+    .await;
+    assert!(
+        matches!(foreign, Err(StoreError::NotInOrg(Reference::Agent))),
+        "{foreign:?}"
+    );
+    let unknown = set(budget(
+        BudgetTarget::Token(Uuid::new_v4()),
+        1,
+        BudgetPeriod::Day,
+    ))
+    .await;
+    assert!(
+        matches!(unknown, Err(StoreError::NotInOrg(Reference::Token))),
+        "{unknown:?}"
+    );
+
+    let now = Utc::now();
+    let listed = store.list_budgets(org_id, now).await.unwrap();
+    let budgets: Vec<Budget> = listed.iter().map(|b| b.budget).collect();
+    assert_eq!(budgets.len(), 3, "{listed:?}");
+    assert_eq!(budgets[0], org, "the org's first");
+    assert!(
+        budgets.contains(&replaced) && budgets.contains(&on_token),
+        "{budgets:?}"
+    );
+    assert!(listed.iter().all(|b| b.spent_usd_micros == 0));
+    assert!(store.list_budgets(other, now).await.unwrap().is_empty());
+
+    let delete = |target| store.delete_budget(org_id, target, audit(AuditAction::BudgetDelete));
+    assert!(delete(BudgetTarget::Agent(agent_id)).await.unwrap());
+    assert!(
+        !delete(BudgetTarget::Agent(agent_id)).await.unwrap(),
+        "gone already"
+    );
+    // Another org deletes nothing of this one.
+    let theirs = store
+        .delete_budget(
+            other,
+            BudgetTarget::Token(token_id),
+            audit(AuditAction::BudgetDelete),
+        )
+        .await
+        .unwrap();
+    assert!(!theirs);
+    assert_eq!(store.list_budgets(org_id, now).await.unwrap().len(), 2);
+
+    // Four sets and one delete were recorded; the refused and empty acts wrote nothing.
+    let query = AuditQuery {
+        start: None,
+        end: None,
+        action: None,
+        before: None,
+        limit: 20,
+    };
+    let events = store.audit_events(org_id, &query).await.unwrap();
+    let actions: Vec<&str> = events.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "budget.delete",
+            "budget.set",
+            "budget.set",
+            "budget.set",
+            "budget.set"
+        ]
+    );
+    assert_eq!(
+        events[0].detail.get("scope").map(String::as_str),
+        Some("agent")
+    );
+    assert_eq!(
+        events[1].detail.get("period").map(String::as_str),
+        Some("total")
     );
 }

@@ -51,6 +51,8 @@ pub struct UsageTotals {
     pub error_calls: i64,
     /// Tool calls refused as not granted.
     pub denied_calls: i64,
+    /// Cost summed, in US micro-dollars.
+    pub cost_usd_micros: i64,
 }
 
 /// The totals query, with the backend's key expression for the grouping and its placeholders
@@ -71,8 +73,10 @@ pub(crate) fn totals_sql(group: UsageGroup, key: &str, placeholder: char, collat
         "SELECT key, count(*) AS requests, \
                 CAST(COALESCE(sum(prompt_tokens), 0) AS bigint) AS prompt_tokens, \
                 CAST(COALESCE(sum(completion_tokens), 0) AS bigint) AS completion_tokens, \
-                {ok} AS ok_calls, {error} AS error_calls, {denied} AS denied_calls \
-         FROM (SELECT {key} AS key, prompt_tokens, completion_tokens, outcome FROM usage_ledger \
+                {ok} AS ok_calls, {error} AS error_calls, {denied} AS denied_calls, \
+                CAST(COALESCE(sum(cost_usd_micros), 0) AS bigint) AS cost_usd_micros \
+         FROM (SELECT {key} AS key, prompt_tokens, completion_tokens, outcome, cost_usd_micros \
+               FROM usage_ledger \
                WHERE org_id = {org} AND {kind} AND ({start} IS NULL OR created_at >= {start}) \
                  AND ({end} IS NULL OR created_at < {end})) AS calls \
          WHERE {after} IS NULL OR key {collate} > {after} \

@@ -3,7 +3,7 @@
 use svc_tower::context::Permissions;
 
 /// Every known bit with its name, in bit order (the proto's `PermissionBit`).
-const NAMES: [(&str, Permissions); 11] = [
+const NAMES: [(&str, Permissions); 12] = [
     ("chat", Permissions::CHAT_COMPLETIONS),
     ("token_create", Permissions::TOKEN_CREATE),
     ("token_revoke", Permissions::TOKEN_REVOKE),
@@ -14,6 +14,7 @@ const NAMES: [(&str, Permissions); 11] = [
     ("agent_read", Permissions::AGENT_READ),
     ("user_manage", Permissions::USER_MANAGE),
     ("audit_read", Permissions::AUDIT_READ),
+    ("budget_manage", Permissions::BUDGET_MANAGE),
     ("mcp_tools", Permissions::MCP_TOOLS),
 ];
 

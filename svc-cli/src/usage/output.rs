@@ -5,7 +5,7 @@ use std::fmt::Write;
 use serde_json::json;
 use svc_proto::v1::{UsageGroupBy, UsageTotals};
 
-use crate::output::{Format, json_line};
+use crate::output::{Format, dollars, json_line};
 
 fn group_name(by: UsageGroupBy) -> &'static str {
     match by {
@@ -32,19 +32,24 @@ pub(crate) fn totals(
         for (outcome, calls) in &g.outcomes {
             *sum.outcomes.entry(outcome.clone()).or_default() += calls;
         }
+        sum.cost_usd_micros += g.cost_usd_micros;
         sum
     });
     let tools = by == UsageGroupBy::Tool;
     let figures = |g: &UsageTotals| {
-        if tools {
-            return json!({"requests": g.requests, "outcomes": g.outcomes});
-        }
-        json!({
-            "requests": g.requests,
-            "prompt_tokens": g.prompt_tokens,
-            "completion_tokens": g.completion_tokens,
-            "total_tokens": g.total_tokens,
-        })
+        let mut figures = if tools {
+            json!({"requests": g.requests, "outcomes": g.outcomes})
+        } else {
+            json!({
+                "requests": g.requests,
+                "prompt_tokens": g.prompt_tokens,
+                "completion_tokens": g.completion_tokens,
+                "total_tokens": g.total_tokens,
+            })
+        };
+        figures["cost_usd_micros"] = json!(g.cost_usd_micros);
+        figures["cost_usd"] = json!(dollars(g.cost_usd_micros));
+        figures
     };
     match format {
         Format::Json => {
@@ -67,22 +72,20 @@ pub(crate) fn totals(
             let mut out = String::new();
             let line = |out: &mut String, key: &str, g: &UsageTotals| {
                 let outcome = |word: &str| g.outcomes.get(word).copied().unwrap_or(0);
-                let _ = if tools {
-                    writeln!(
-                        out,
-                        "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
-                        g.requests,
-                        outcome("ok"),
-                        outcome("error"),
-                        outcome("denied")
-                    )
+                let counts = if tools {
+                    [outcome("ok"), outcome("error"), outcome("denied")]
                 } else {
-                    writeln!(
-                        out,
-                        "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
-                        g.requests, g.prompt_tokens, g.completion_tokens, g.total_tokens
-                    )
+                    [g.prompt_tokens, g.completion_tokens, g.total_tokens]
                 };
+                let _ = writeln!(
+                    out,
+                    "{key:<36}  {:>10}  {:>14}  {:>14}  {:>14}  {:>16}",
+                    g.requests,
+                    counts[0],
+                    counts[1],
+                    counts[2],
+                    dollars(g.cost_usd_micros)
+                );
             };
             let columns = if tools {
                 ["CALLS", "OK", "ERROR", "DENIED"]
@@ -91,12 +94,13 @@ pub(crate) fn totals(
             };
             let _ = writeln!(
                 out,
-                "{:<36}  {:>10}  {:>14}  {:>14}  {:>14}",
+                "{:<36}  {:>10}  {:>14}  {:>14}  {:>14}  {:>16}",
                 group_name(by).to_uppercase(),
                 columns[0],
                 columns[1],
                 columns[2],
-                columns[3]
+                columns[3],
+                "COST_USD"
             );
             for group in groups {
                 let key = if group.key.is_empty() {
@@ -137,14 +141,38 @@ mod tests {
             .lines()
             .map(|l| l.split_whitespace().collect())
             .collect();
-        assert_eq!(lines[0], ["TOOL", "CALLS", "OK", "ERROR", "DENIED"]);
-        assert_eq!(lines[1], ["srv/echo", "3", "2", "0", "1"]);
-        assert_eq!(lines[2], ["total", "3", "2", "0", "1"]);
+        assert_eq!(
+            lines[0],
+            ["TOOL", "CALLS", "OK", "ERROR", "DENIED", "COST_USD"]
+        );
+        assert_eq!(lines[1], ["srv/echo", "3", "2", "0", "1", "0.000000"]);
+        assert_eq!(lines[2], ["total", "3", "2", "0", "1", "0.000000"]);
         let json: serde_json::Value =
             serde_json::from_str(&totals(UsageGroupBy::Tool, &[group], None, Format::Json))
                 .unwrap();
         assert_eq!(json["group_by"], "tool");
         assert_eq!(json["groups"][0]["outcomes"]["denied"], 1);
         assert_eq!(json["total"]["outcomes"]["ok"], 2);
+    }
+
+    #[test]
+    fn cost_prints_in_dollars_and_sums_into_the_total() {
+        let group = |key: &str, cost| UsageTotals {
+            key: key.to_owned(),
+            requests: 1,
+            cost_usd_micros: cost,
+            ..UsageTotals::default()
+        };
+        let groups = [group("a", 1_250), group("b", 2_500_000)];
+        let human = totals(UsageGroupBy::Model, &groups, None, Format::Human);
+        assert!(human.contains("COST_USD"), "{human}");
+        assert!(human.contains("0.001250"), "{human}");
+        let total = human.lines().last().unwrap();
+        assert!(total.ends_with("2.501250"), "{human}");
+        let json: serde_json::Value =
+            serde_json::from_str(&totals(UsageGroupBy::Model, &groups, None, Format::Json))
+                .unwrap();
+        assert_eq!(json["total"]["cost_usd_micros"], 2_501_250);
+        assert_eq!(json["groups"][0]["cost_usd"], "0.001250");
     }
 }

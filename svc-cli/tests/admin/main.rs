@@ -4,6 +4,7 @@
 
 mod agent;
 mod audit;
+mod budget;
 mod command_line;
 mod onboard;
 mod token;

@@ -13,10 +13,13 @@
 //! [[models]]
 //! name = "gpt-4o"                 # what clients send
 //! targets = ["openai:gpt-4o", "azure-east:gpt-4o"]
+//! # US dollars per million tokens; cached_input defaults to input
+//! price = { input = 2.50, output = 10.00, cached_input = 1.25 }
 //!
 //! [[models]]
 //! name = "claude-*"               # a trailing * matches a prefix
 //! targets = ["anthropic"]         # a bare provider sends the client's model name
+//! price = { input = 3, output = 15 } # applies to every model the pattern matches
 //!
 //! [[mcp_servers]]
 //! name = "github"                 # the route /mcp/github, and the `server` of tool grants
@@ -34,6 +37,7 @@ use serde::Deserialize;
 
 use super::sections::http_url;
 use super::{DEFAULT_PROVIDER_TIMEOUT, parse};
+use crate::budget::Price;
 use svc_runtime::{Secret, Vars};
 
 /// Default `breaker_failures`.
@@ -113,6 +117,8 @@ pub struct ModelEntry {
     pub prefix: bool,
     /// Tried in order.
     pub targets: Vec<TargetEntry>,
+    /// What a call costs; `None` is unpriced (it costs 0).
+    pub price: Option<Price>,
 }
 
 /// One `[[mcp_servers]]` entry.
@@ -178,6 +184,15 @@ struct RawProvider {
 struct RawModel {
     name: String,
     targets: Vec<String>,
+    price: Option<RawPrice>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrice {
+    input: f64,
+    output: f64,
+    cached_input: Option<f64>,
 }
 
 /// Reads and checks the file at `path`; `env` holds the variables keys are read from.
@@ -415,10 +430,15 @@ fn model(raw: RawModel, providers: &[ProviderEntry]) -> Result<ModelEntry, Strin
             model: upstream.map(str::to_owned),
         });
     }
+    let price = raw
+        .price
+        .map(|p| Price::from_dollars(p.input, p.output, p.cached_input))
+        .transpose()?;
     Ok(ModelEntry {
         name: name.to_owned(),
         prefix,
         targets,
+        price,
     })
 }
 

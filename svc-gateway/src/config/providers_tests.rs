@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::budget::Price;
 
 const GOOD: &str = r#"
 [[providers]]
@@ -307,4 +308,53 @@ fn a_bad_mcp_server_names_its_entry() {
         with_mcp("name = \"a\"\nurl = \"http://h/mcp\"")
     );
     assert!(refused(&twice).contains("mcp_servers[1]: duplicate server name \"a\""));
+}
+
+#[test]
+fn prices_are_read_and_cached_input_defaults_to_input() {
+    let text = good_with(
+        "targets = [\"openai:gpt-4o-2024\", \"local\"]",
+        "targets = [\"openai:gpt-4o-2024\", \"local\"]\nprice = { input = 2.50, output = 10.00, cached_input = 1.25 }",
+    )
+    .replace(
+        "targets = [\"anthropic\"]",
+        "targets = [\"anthropic\"]\nprice = { input = 3, output = 15 }",
+    );
+    let file = parse_file(&text, &env()).unwrap();
+    assert_eq!(
+        file.models[0].price,
+        Some(Price {
+            input: 2_500_000,
+            output: 10_000_000,
+            cached_input: 1_250_000
+        })
+    );
+    assert_eq!(
+        file.models[1].price.map(|p| p.cached_input),
+        Some(3_000_000)
+    );
+    assert_eq!(parse_file(GOOD, &env()).unwrap().models[0].price, None);
+}
+
+#[test]
+fn a_malformed_or_negative_price_names_the_entry() {
+    let priced = |price: &str| {
+        refused(&good_with(
+            "targets = [\"anthropic\"]",
+            &format!("targets = [\"anthropic\"]\nprice = {price}"),
+        ))
+    };
+    assert_eq!(
+        priced("{ input = -1, output = 2 }"),
+        "models[1]: price.input: -1 is not a non-negative amount"
+    );
+    assert!(
+        priced("{ input = 1 }").contains("missing field `output`"),
+        "{}",
+        priced("{ input = 1 }")
+    );
+    let reason = priced("{ input = 1, output = 2, cache = 1 }");
+    assert!(reason.contains("unknown field `cache`"), "{reason}");
+    let reason = priced("\"cheap\"");
+    assert!(reason.starts_with("line "), "{reason}");
 }

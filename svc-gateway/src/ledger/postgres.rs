@@ -37,10 +37,10 @@ impl LedgerSink for PgLedger {
                 sqlx::query(
                     "INSERT INTO usage_ledger (record_id, org_id, token_id, agent_id, model, \
                          provider, prompt_tokens, completion_tokens, status, latency_ms, created_at, \
-                         tool, outcome) \
+                         tool, outcome, cost_usd_micros) \
                      SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], \
                          $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::int[], $10::int[], \
-                         $11::timestamptz[], $12::text[], $13::text[]) \
+                         $11::timestamptz[], $12::text[], $13::text[], $14::bigint[]) \
                      ON CONFLICT DO NOTHING",
                 )
                 .bind(rows.iter().map(|r| r.record_id).collect::<Vec<_>>())
@@ -68,6 +68,7 @@ impl LedgerSink for PgLedger {
                         .map(|r| r.tool.as_ref().map(|call| call.outcome))
                         .collect::<Vec<_>>(),
                 )
+                .bind(rows.iter().map(|r| r.cost_usd_micros).collect::<Vec<_>>())
                 .execute(&mut *tx)
                 .await?;
             }

@@ -190,6 +190,7 @@ mod tests {
             latency_ms: 1,
             at: Utc::now(),
             tool: None,
+            cost_usd_micros: 0,
         }
     }
 

@@ -339,6 +339,8 @@ impl Recorder {
                 tool: self.tool,
                 outcome: outcome.as_str(),
             }),
+            // A tool call has no price.
+            cost_usd_micros: 0,
         });
     }
 }

@@ -22,6 +22,7 @@ use super::live::{BuildError, LiveProvider};
 use super::metrics::ProviderMetrics;
 use super::mock::MockProvider;
 use super::{CallInfo, Provider, ProviderError, ProviderReply, anthropic};
+use crate::budget::{MOCK_PRICE, Price};
 use crate::config::providers::{
     BreakerSettings, ModelEntry, ProviderEntry, ProviderKind, RegistryFile, TargetEntry,
 };
@@ -51,6 +52,7 @@ struct Route {
     name: String,
     prefix: bool,
     targets: Vec<Target>,
+    price: Option<Price>,
 }
 
 struct Inner {
@@ -88,10 +90,10 @@ impl Registry {
             provider,
             timeout: DEFAULT_PROVIDER_TIMEOUT,
         };
-        Registry::single(upstream, models.into_iter().collect())
+        Registry::single(upstream, models.into_iter().collect(), None)
     }
 
-    fn single(upstream: Upstream, models: Vec<String>) -> Registry {
+    fn single(upstream: Upstream, models: Vec<String>, price: Option<Price>) -> Registry {
         let entries: Vec<ModelEntry> = if models.is_empty() {
             vec![ModelEntry {
                 name: String::new(),
@@ -100,6 +102,7 @@ impl Registry {
                     provider: 0,
                     model: None,
                 }],
+                price,
             }]
         } else {
             models
@@ -111,6 +114,7 @@ impl Registry {
                         provider: 0,
                         model: None,
                     }],
+                    price,
                 })
                 .collect()
         };
@@ -132,6 +136,7 @@ impl Registry {
                         model: t.model,
                     })
                     .collect(),
+                price: entry.price,
             })
             .collect();
         Registry {
@@ -149,16 +154,17 @@ impl Registry {
         if let Some(file) = &config.file {
             return Registry::from_file(file);
         }
-        let (name, provider): (&str, Arc<dyn Provider>) = match config.mode {
-            LlmMode::Mock => ("mock", Arc::new(MockProvider::new())),
-            LlmMode::Live => ("live", Arc::new(LiveProvider::from_config(config)?)),
+        // The mock's models have a fixed price, so budgets can be tried in dev mode.
+        let (name, provider, price): (&str, Arc<dyn Provider>, _) = match config.mode {
+            LlmMode::Mock => ("mock", Arc::new(MockProvider::new()), Some(MOCK_PRICE)),
+            LlmMode::Live => ("live", Arc::new(LiveProvider::from_config(config)?), None),
         };
         let upstream = Upstream {
             name: name.to_owned(),
             provider,
             timeout: config.timeout,
         };
-        Ok(Registry::single(upstream, config.models.clone()))
+        Ok(Registry::single(upstream, config.models.clone(), price))
     }
 
     fn from_file(file: &RegistryFile) -> Result<Registry, BuildError> {
@@ -214,6 +220,20 @@ impl Registry {
             })
             .max()
             .unwrap_or(DEFAULT_PROVIDER_TIMEOUT)
+    }
+
+    /// The price of `model`: its own entry's, else that of the longest priced `prefix*` it
+    /// starts with; `None` when nothing prices it.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        let routes = &self.inner.routes;
+        let exact = routes.iter().find(|r| !r.prefix && r.name == model);
+        exact.and_then(|r| r.price).or_else(|| {
+            routes
+                .iter()
+                .filter(|r| r.prefix && r.price.is_some() && model.starts_with(&r.name))
+                .max_by_key(|r| r.name.len())
+                .and_then(|r| r.price)
+        })
     }
 
     fn route(&self, model: &str) -> Option<&Route> {

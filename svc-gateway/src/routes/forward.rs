@@ -25,6 +25,7 @@ use tower::util::BoxCloneSyncService;
 use uuid::Uuid;
 
 use crate::access_log::CallFacts;
+use crate::budget::{CallUsage, CostMeter};
 use crate::ledger::{Ledger, UsageRecord};
 use crate::request::{ApiRequest, Endpoint};
 use crate::session::{Checkpoint, CheckpointWriter, Entry, SessionId};
@@ -44,6 +45,7 @@ pub(crate) struct ForwardState {
     pub(crate) ledger: Option<Ledger>,
     pub(crate) token_limit: TokenLimiter,
     pub(crate) tokens: TokenMetrics,
+    pub(crate) cost: CostMeter,
     pub(crate) max_body: usize,
 }
 
@@ -92,10 +94,12 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
     let reporter = {
         let meeting = meeting.clone();
         let tokens = state.tokens.clone();
+        let (cost, model) = (state.cost.clone(), api.clone());
         UsageReporter::new(move |report| {
             if let Some(usage) = &report.usage {
                 tokens.record(usage);
             }
+            cost.observe(&model.model, &report);
             settle.to(Some(&report));
             Meeting::report(&meeting, report);
         })
@@ -135,7 +139,7 @@ pub(crate) async fn forward(State(state): State<ForwardState>, request: Request)
             let account = Account {
                 org,
                 checkpoint,
-                ledger: state.ledger,
+                ledger: state.ledger.map(|ledger| (ledger, state.cost)),
                 call,
             };
             Meeting::account(&meeting, account);
@@ -157,7 +161,8 @@ struct Account {
     org: OrgContext,
     /// The session checkpoint's writer, session and request, when the call has a session.
     checkpoint: Option<(CheckpointWriter, SessionId, RequestId)>,
-    ledger: Option<Ledger>,
+    /// The ledger, and the meter that prices the call for it.
+    ledger: Option<(Ledger, CostMeter)>,
     call: Call,
 }
 
@@ -231,7 +236,12 @@ fn record(account: Account, report: Report) {
         ledger,
         call,
     } = account;
-    if let Some(ledger) = ledger {
+    if let Some((ledger, meter)) = ledger {
+        let api = &call.api;
+        let usage = CallUsage::of(&report, || {
+            crate::token_estimate::prompt_tokens(&api.json, api.message_count)
+        });
+        let cost_usd_micros = meter.cost(&api.model, usage);
         ledger.record(UsageRecord {
             record_id: Uuid::now_v7(),
             org_id: org.org_id,
@@ -245,6 +255,7 @@ fn record(account: Account, report: Report) {
             latency_ms: u32::try_from(call.latency_ms).unwrap_or(0),
             at: call.at,
             tool: None,
+            cost_usd_micros,
         });
     }
     let Some((writer, session, request_id)) = checkpoint else {

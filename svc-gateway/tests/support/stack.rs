@@ -88,6 +88,33 @@ impl Stack {
         start(config(self.auth_proxy.addr(), &vars)).await
     }
 
+    /// [`Stack::gateway`] with the registry as a file: the fake upstream serves
+    /// [`LIVE_MODEL`] at `price` (a TOML inline table, or `None` for no price).
+    pub async fn gateway_priced(&self, price: Option<&str>, extra: &[(&str, &str)]) -> Running {
+        let dir = svc_testkit::TempDir::create();
+        let path = dir.path().join("providers.toml");
+        let price = price.map(|p| format!("price = {p}\n")).unwrap_or_default();
+        let file = format!(
+            "[[providers]]\nname = \"upstream\"\nkind = \"openai\"\nbase_url = \"{}\"\n\
+             api_key_env = \"TEST_PROVIDER_KEY\"\ntimeout = \"2s\"\n\n\
+             [[models]]\nname = \"{LIVE_MODEL}\"\ntargets = [\"upstream\"]\n{price}",
+            self.upstream.base_url()
+        );
+        std::fs::write(&path, file).unwrap();
+        let path = path.to_str().unwrap().to_owned();
+        let redis = format!("redis://{}", self.redis_proxy.addr());
+        let mut vars: Vec<(&str, &str)> = vec![
+            ("SVC_PROVIDERS_FILE", &path),
+            ("TEST_PROVIDER_KEY", PROVIDER_KEY),
+            ("REDIS_URL", &redis),
+            ("SVC_REDIS_KEY_PREFIX", &self.redis_prefix),
+            ("POSTGRES_DSN", self.db.url()),
+        ];
+        vars.extend_from_slice(extra);
+        // The file is read whole at start: the directory may go once the gateway is built.
+        start(config(self.auth_proxy.addr(), &vars)).await
+    }
+
     pub fn agent(&self, status: &str) -> Uuid {
         self.seed
             .agents

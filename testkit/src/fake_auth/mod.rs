@@ -60,6 +60,9 @@ pub enum Method {
     CreateUser,
     ListUsers,
     ListAuditEvents,
+    SetBudget,
+    DeleteBudget,
+    ListBudgets,
 }
 
 impl Method {
@@ -80,6 +83,9 @@ impl Method {
             Method::CreateUser => "CreateUser",
             Method::ListUsers => "ListUsers",
             Method::ListAuditEvents => "ListAuditEvents",
+            Method::SetBudget => "SetBudget",
+            Method::DeleteBudget => "DeleteBudget",
+            Method::ListBudgets => "ListBudgets",
         }
     }
 }

@@ -195,4 +195,25 @@ impl AuthService for Scripted {
     ) -> Result<Response<v1::ListAuditEventsResponse>, Status> {
         Err(self.unserved(Method::ListAuditEvents, &request))
     }
+
+    async fn set_budget(
+        &self,
+        request: Request<v1::SetBudgetRequest>,
+    ) -> Result<Response<v1::Budget>, Status> {
+        Err(self.unserved(Method::SetBudget, &request))
+    }
+
+    async fn delete_budget(
+        &self,
+        request: Request<v1::DeleteBudgetRequest>,
+    ) -> Result<Response<v1::DeleteBudgetResponse>, Status> {
+        Err(self.unserved(Method::DeleteBudget, &request))
+    }
+
+    async fn list_budgets(
+        &self,
+        request: Request<v1::ListBudgetsRequest>,
+    ) -> Result<Response<v1::ListBudgetsResponse>, Status> {
+        Err(self.unserved(Method::ListBudgets, &request))
+    }
 }

@@ -14,6 +14,7 @@ use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::agent_moves::{AgentStatements, move_agent, set_tools, stored_status};
+use super::budgets::{self as budget_flows, Budget, BudgetSpend, BudgetTarget};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::revocation;
@@ -27,6 +28,7 @@ use super::{
 
 mod admin;
 mod batch;
+mod budgets;
 mod lookups;
 pub mod pool;
 
@@ -413,6 +415,39 @@ impl Store for PgStore {
                 tx.commit().await.map_err(map_error)?;
                 Ok(rows)
             })
+            .await
+    }
+
+    async fn set_budget(
+        &self,
+        org_id: Uuid,
+        budget: Budget,
+        audit: AuditEntry,
+    ) -> Result<Budget, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(budget_flows::set(tx, org_id, budget, audit))
+        })
+        .await
+    }
+
+    async fn delete_budget(
+        &self,
+        org_id: Uuid,
+        target: BudgetTarget,
+        audit: AuditEntry,
+    ) -> Result<bool, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(budget_flows::delete(tx, org_id, target, audit))
+        })
+        .await
+    }
+
+    async fn list_budgets(
+        &self,
+        org_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BudgetSpend>, StoreError> {
+        self.in_tenant(org_id, |tx| Box::pin(budget_flows::list(tx, org_id, now)))
             .await
     }
 }

@@ -17,8 +17,8 @@ impl SqliteStore {
                     sqlx::query(
                         "INSERT OR IGNORE INTO usage_ledger (record_id, org_id, token_id, \
                              agent_id, model, provider, prompt_tokens, completion_tokens, status, \
-                             latency_ms, created_at, tool, outcome) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                             latency_ms, created_at, tool, outcome, cost_usd_micros) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                     )
                     .bind(record.record_id.to_string())
                     .bind(record.org_id)
@@ -33,6 +33,7 @@ impl SqliteStore {
                     .bind(to_micros(record.at))
                     .bind(record.tool.as_ref().map(|call| call.tool.as_str()))
                     .bind(record.tool.as_ref().map(|call| call.outcome))
+                    .bind(record.cost_usd_micros)
                     .execute(&mut *tx)
                     .await
                     .map_err(map_error)?;

@@ -27,6 +27,7 @@ use sqlx::{Sqlite, SqliteConnection, SqlitePool, Transaction};
 use uuid::Uuid;
 
 use super::agent_moves::{AgentStatements, move_agent, set_tools};
+use super::budgets::{self as budget_flows, Budget, BudgetSpend, BudgetTarget};
 use super::driver_error;
 use super::references::ReferenceLookups;
 use super::revocation;
@@ -38,6 +39,7 @@ use super::{
 };
 
 mod admin;
+mod budgets;
 mod ledger;
 mod open;
 mod tenant;
@@ -380,6 +382,35 @@ impl Store for SqliteStore {
         query: &UsageQuery,
     ) -> Result<Vec<UsageTotals>, StoreError> {
         self.usage_totals(org_id, query).await
+    }
+
+    async fn set_budget(
+        &self,
+        org_id: Uuid,
+        budget: Budget,
+        audit: AuditEntry,
+    ) -> Result<Budget, StoreError> {
+        self.in_write(|tx| Box::pin(budget_flows::set(tx, org_id, budget, audit)))
+            .await
+    }
+
+    async fn delete_budget(
+        &self,
+        org_id: Uuid,
+        target: BudgetTarget,
+        audit: AuditEntry,
+    ) -> Result<bool, StoreError> {
+        self.in_write(|tx| Box::pin(budget_flows::delete(tx, org_id, target, audit)))
+            .await
+    }
+
+    async fn list_budgets(
+        &self,
+        org_id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BudgetSpend>, StoreError> {
+        self.in_read(|tx| Box::pin(budget_flows::list(tx, org_id, now)))
+            .await
     }
 }
 

@@ -16,7 +16,7 @@ const SCHEMA: &str = include_str!("schema.sql");
 
 /// The `user_version` this build writes. A database stamped with a higher one was written by a
 /// newer build, whose schema this one may misread, so opening it is refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Default pool size for a file. SQLite has one writer at a time; a few connections let
 /// validation reads proceed while a token is written (WAL readers never wait for the writer).
@@ -93,8 +93,9 @@ pub(super) async fn memory_pool(settings: &SqliteSettings) -> Result<SqlitePool,
 /// Columns later schema versions added, which `CREATE TABLE IF NOT EXISTS` does not add to a
 /// table an older build created: version 2 the issuer, version 3 the limits, version 4 the
 /// agents' change time and status reason, version 5 the agents' tool grants and the ledger's
-/// tool calls. `(table, column, definition)`.
-const ADDED_COLUMNS: [(&str, &str, &str); 8] = [
+/// tool calls, version 6 the ledger's cost (its `budgets` table is new, which the schema's
+/// `CREATE TABLE IF NOT EXISTS` creates). `(table, column, definition)`.
+const ADDED_COLUMNS: [(&str, &str, &str); 9] = [
     (
         "tokens",
         "issuer_token_id",
@@ -134,6 +135,11 @@ const ADDED_COLUMNS: [(&str, &str, &str); 8] = [
         "usage_ledger",
         "outcome",
         "outcome TEXT CHECK (outcome IN ('ok', 'error', 'denied'))",
+    ),
+    (
+        "usage_ledger",
+        "cost_usd_micros",
+        "cost_usd_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_usd_micros >= 0)",
     ),
 ];
 

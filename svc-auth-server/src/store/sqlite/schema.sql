@@ -82,6 +82,8 @@ CREATE TABLE IF NOT EXISTS projects (
 
 -- The usage ledger (schema version 3): one row per call the gateway put to a provider, written
 -- by the dev gateway in batches. Ids are TEXT here, so the totals group by the ids' usual form.
+-- `cost_usd_micros`, what the call cost in US micro-dollars (0 without a price), came in schema
+-- version 6.
 CREATE TABLE IF NOT EXISTS usage_ledger (
     record_id         TEXT PRIMARY KEY NOT NULL,
     org_id            BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
@@ -97,7 +99,8 @@ CREATE TABLE IF NOT EXISTS usage_ledger (
     -- An MCP tool call's `server/tool` and outcome; NULL for a provider call. Added in schema
     -- version 5.
     tool              TEXT CHECK (length(tool) <= 200),
-    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied'))
+    outcome           TEXT CHECK (outcome IN ('ok', 'error', 'denied')),
+    cost_usd_micros   INTEGER NOT NULL DEFAULT 0 CHECK (cost_usd_micros >= 0)
 ) STRICT;
 
 CREATE INDEX IF NOT EXISTS usage_ledger_by_time ON usage_ledger (org_id, created_at);
@@ -126,3 +129,15 @@ CREATE TRIGGER IF NOT EXISTS audit_events_no_delete BEFORE DELETE ON audit_event
 BEGIN
     SELECT RAISE(ABORT, 'audit events are append-only');
 END;
+
+-- Money budgets (schema version 6): a limit in US micro-dollars per period on an org, an agent
+-- or a token; an org's own budget names the org as its target.
+CREATE TABLE IF NOT EXISTS budgets (
+    org_id           BLOB NOT NULL REFERENCES organizations (org_id) ON DELETE CASCADE,
+    scope            TEXT NOT NULL CHECK (scope IN ('org', 'agent', 'token')),
+    target_id        BLOB NOT NULL CHECK (length(target_id) = 16),
+    limit_usd_micros INTEGER NOT NULL CHECK (limit_usd_micros >= 0),
+    period           TEXT NOT NULL CHECK (period IN ('day', 'week', 'month', 'total')),
+    updated_at       INTEGER NOT NULL,
+    PRIMARY KEY (org_id, scope, target_id)
+) STRICT;

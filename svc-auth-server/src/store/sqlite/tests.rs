@@ -269,6 +269,7 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
         latency_ms: 1,
         at,
         tool: None,
+        cost_usd_micros: prompt * 10,
     };
     let old = record("a", 100, now - Duration::days(2));
     let batch = [old.clone(), record("b", 2, now), record("a", 3, now)];
@@ -292,6 +293,7 @@ async fn the_ledger_sums_by_group_within_the_range_and_pages_by_key() {
         ),
         ("a", 2, 103)
     );
+    assert_eq!(first[0].cost_usd_micros, 1030);
     let second = store.usage(org_id, &query(Some("a"), None)).await.unwrap();
     assert_eq!((second[0].key.as_str(), second[0].requests), ("b", 1));
     assert!(
@@ -350,6 +352,7 @@ async fn tool_calls_are_totalled_by_tool_with_their_outcomes_apart_from_provider
             tool: tool.to_owned(),
             outcome,
         }),
+        cost_usd_micros: 0,
     };
     let batch = [
         record(Some(("srv/echo", "ok"))),
@@ -385,4 +388,134 @@ async fn tool_calls_are_totalled_by_tool_with_their_outcomes_apart_from_provider
         .await
         .unwrap();
     assert_eq!(models.iter().map(|m| m.requests).sum::<i64>(), 1);
+}
+
+#[tokio::test]
+async fn a_budgets_spend_is_the_ledgers_cost_of_its_target_in_its_period() {
+    use chrono::{Duration, Utc};
+    use svc_runtime::usage::UsageRecord;
+
+    use crate::store::{AuditAction, Budget, BudgetPeriod, BudgetTarget};
+
+    let store = SqliteStore::in_memory().await.unwrap();
+    let org_id = Uuid::new_v4();
+    store.ensure_organization(org_id).await.unwrap();
+    let agent_id = Uuid::new_v4();
+    store
+        .create_agent(
+            org_id,
+            crate::store::NewAgent {
+                agent_id,
+                status: crate::store::AgentStatus::Active,
+                name: None,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let now = Utc::now();
+    let call = |agent: Option<Uuid>, cost: i64, at| UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: agent,
+        model: "m".to_owned(),
+        provider: "p".to_owned(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        status: 200,
+        latency_ms: 1,
+        at,
+        tool: None,
+        cost_usd_micros: cost,
+    };
+    let month_ago = now - Duration::days(40);
+    store
+        .record_usage(&[
+            call(Some(agent_id), 100, now),
+            call(Some(agent_id), 1_000, month_ago),
+            call(None, 10, now),
+        ])
+        .await
+        .unwrap();
+    let audit = || AuditEntry::ok(None, AuditAction::BudgetSet);
+    for (target, period) in [
+        (BudgetTarget::Org, BudgetPeriod::Day),
+        (BudgetTarget::Agent(agent_id), BudgetPeriod::Total),
+    ] {
+        let budget = Budget {
+            target,
+            limit_usd_micros: 5_000,
+            period,
+        };
+        store.set_budget(org_id, budget, audit()).await.unwrap();
+    }
+    let listed = store.list_budgets(org_id, now).await.unwrap();
+    let spent: Vec<i64> = listed.iter().map(|b| b.spent_usd_micros).collect();
+    // The org today: 100 + 10; the agent ever: 100 + 1000.
+    assert_eq!(spent, [110, 1_100]);
+}
+
+#[tokio::test]
+async fn a_version_5_database_gets_the_ledgers_cost_and_the_budgets_table() {
+    use chrono::Utc;
+    use svc_runtime::usage::UsageRecord;
+
+    use crate::store::{AuditAction, Budget, BudgetPeriod, BudgetTarget};
+
+    let dir = TempDir::create();
+    let path = database_in(&dir);
+    let org_id = Uuid::new_v4();
+    {
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.ensure_organization(org_id).await.unwrap();
+        // Back to what version 5 wrote: no cost in the ledger, no budgets.
+        sqlx::raw_sql(
+            "ALTER TABLE usage_ledger DROP COLUMN cost_usd_micros; DROP TABLE budgets; \
+             PRAGMA user_version = 5",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        store.close().await;
+    }
+    let store = SqliteStore::open(&path).await.unwrap();
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let record = UsageRecord {
+        record_id: Uuid::now_v7(),
+        org_id,
+        token_id: Uuid::new_v4(),
+        agent_id: None,
+        model: "m".to_owned(),
+        provider: "p".to_owned(),
+        prompt_tokens: 1,
+        completion_tokens: 1,
+        status: 200,
+        latency_ms: 1,
+        at: Utc::now(),
+        tool: None,
+        cost_usd_micros: 42,
+    };
+    store.record_usage(&[record]).await.unwrap();
+    let budget = Budget {
+        target: BudgetTarget::Org,
+        limit_usd_micros: 1_000,
+        period: BudgetPeriod::Total,
+    };
+    store
+        .set_budget(org_id, budget, AuditEntry::ok(None, AuditAction::BudgetSet))
+        .await
+        .unwrap();
+    let listed = store.list_budgets(org_id, Utc::now()).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|b| b.spent_usd_micros)
+            .collect::<Vec<_>>(),
+        [42]
+    );
 }
