@@ -20,7 +20,8 @@ use crate::session::Usage;
 
 /// The usage object of any answer: chat and embeddings name tokens prompt/completion, the
 /// Responses and Messages APIs input/output. A Messages stream tells them apart: the input in
-/// `message_start`, the output in `message_delta`.
+/// `message_start`, the output in `message_delta`. The Messages API counts the input its cache
+/// wrote and read apart from `input_tokens`; all three are input the call was billed for.
 #[derive(Debug, Default, Deserialize)]
 struct Reported {
     prompt_tokens: Option<i64>,
@@ -30,6 +31,8 @@ struct Reported {
     total_tokens: Option<i64>,
     prompt_tokens_details: Option<Details>,
     input_tokens_details: Option<Details>,
+    cache_creation_input_tokens: Option<i64>,
+    cache_read_input_tokens: Option<i64>,
 }
 
 /// The breakdown of an OpenAI-shaped prompt count: how much of it the provider's cache served.
@@ -42,11 +45,19 @@ impl Reported {
     fn cached(&self) -> i64 {
         let details = self.prompt_tokens_details.as_ref();
         let details = details.or(self.input_tokens_details.as_ref());
-        details.and_then(|d| d.cached_tokens).unwrap_or(0).max(0)
+        details
+            .and_then(|d| d.cached_tokens)
+            .or(self.cache_read_input_tokens)
+            .unwrap_or(0)
+            .max(0)
     }
 
     fn usage(self) -> Option<Usage> {
-        let prompt = self.prompt_tokens.or(self.input_tokens);
+        let cache = self.cache_creation_input_tokens.unwrap_or(0).max(0)
+            + self.cache_read_input_tokens.unwrap_or(0).max(0);
+        let prompt = self
+            .prompt_tokens
+            .or(self.input_tokens.map(|fresh| fresh + cache));
         let completion = self.completion_tokens.or(self.output_tokens);
         if prompt.is_none() && completion.is_none() {
             return None;
@@ -286,6 +297,13 @@ mod tests {
         );
         let cached = br#"{"usage":{"prompt_tokens":10,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":4}}}"#;
         assert_eq!(from_json_with_cached(cached).map(|(_, c)| c), Some(4));
+        // Anthropic's: the cache's writes and reads are input too, the reads served cached.
+        let anthropic = br#"{"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":300,"output_tokens":5}}"#;
+        let (usage, cached) = from_json_with_cached(anthropic).unwrap();
+        assert_eq!(
+            (usage.prompt_tokens, usage.total_tokens, cached),
+            (330, 335, 300)
+        );
         assert_eq!(from_json_with_cached(chat).map(|(_, c)| c), Some(0));
         assert_eq!(from_json(br#"{"usage":null}"#), None);
         assert_eq!(from_json(br#"{"usage":{}}"#), None);

@@ -36,6 +36,9 @@ pub(super) fn usage(usage: &Value) -> Value {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
+        "prompt_tokens_details": {
+            "cached_tokens": usage["cache_read_input_tokens"].as_u64().unwrap_or(0),
+        },
     })
 }
 
@@ -132,7 +135,8 @@ mod tests {
         );
         assert_eq!(
             chat["usage"],
-            json!({"prompt_tokens": 15, "completion_tokens": 7, "total_tokens": 22})
+            json!({"prompt_tokens": 15, "completion_tokens": 7, "total_tokens": 22,
+                   "prompt_tokens_details": {"cached_tokens": 5}})
         );
     }
 

@@ -287,7 +287,8 @@ mod tests {
         assert_eq!(chunks[5]["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(
             chunks[6]["usage"],
-            json!({"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21})
+            json!({"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21,
+                   "prompt_tokens_details": {"cached_tokens": 0}})
         );
         assert_eq!(chunks[6]["choices"], json!([]));
     }
