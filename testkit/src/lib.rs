@@ -144,10 +144,14 @@ where
 
 /// A port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
+    try_free_port().expect("bind an ephemeral port")
+}
+
+/// [`free_port`], for a caller that reports the failure instead of panicking (the harness).
+pub fn try_free_port() -> std::io::Result<u16> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .expect("bind an ephemeral port")
 }
 
 /// A loopback TCP proxy a test can cut and restore, to make a dependency unreachable without

@@ -1,6 +1,6 @@
 //! One harness run, start to stop.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue};
 use svc_auth_server::pat::Pat;
+use svc_testkit::try_free_port as free_port;
 use uuid::Uuid;
 
 use super::open_loop;
@@ -52,12 +53,6 @@ pub async fn serve_upstream(port: u16) -> std::io::Result<()> {
     std::future::pending::<()>().await;
     drop(upstream);
     Ok(())
-}
-
-pub(crate) fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
 }
 
 pub(crate) fn listening(port: u16) -> bool {

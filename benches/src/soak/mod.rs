@@ -32,7 +32,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use crate::harness::procs::{Proc, rss_kib, run_once, wait_until};
-use crate::harness::run::{free_port, listening, with_scratch};
+use svc_testkit::try_free_port as free_port;
+
+use crate::harness::run::{listening, with_scratch};
 use crate::load::client::{self, Target};
 use crate::load::upstream::{MODEL, PROVIDER_KEY};
 use plan::{Fault, Window};
