@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::budget::Budget;
 use crate::permissions::Permissions;
 
 /// The identity of a validated request, inserted into the request extensions.
@@ -30,6 +31,9 @@ pub struct OrgContext {
     pub agent_id: Option<Uuid>,
     /// The token's own rate limits, applied beside the org's.
     pub limits: TokenLimits,
+    /// The money budgets that apply to this request: its org's, its agent's and its token's,
+    /// where set.
+    pub budgets: Arc<[Budget]>,
 }
 
 impl OrgContext {
@@ -43,6 +47,7 @@ impl OrgContext {
             user_id: None,
             agent_id: None,
             limits: TokenLimits::default(),
+            budgets: Arc::new([]),
         }
     }
 
@@ -61,6 +66,12 @@ impl OrgContext {
     /// The token's own rate limits.
     pub fn with_limits(mut self, limits: TokenLimits) -> OrgContext {
         self.limits = limits;
+        self
+    }
+
+    /// The money budgets that apply to the request.
+    pub fn with_budgets(mut self, budgets: impl Into<Arc<[Budget]>>) -> OrgContext {
+        self.budgets = budgets.into();
         self
     }
 }

@@ -2,6 +2,7 @@
 //! on, in one place and depending on none of them.
 //!
 //! - [`permissions`]: the permission bitmap of a token.
+//! - [`budget`]: money budgets: an org's, an agent's or a token's limit per period.
 //! - [`pat`]: the Personal Access Token format and its parsers.
 //! - [`bearer`]: the PAT of an `Authorization: Bearer` header.
 //! - [`context`]: the org context of a validated request, a token's own limits, an agent's
@@ -12,6 +13,7 @@
 //!   can be read on one dashboard.
 
 pub mod bearer;
+pub mod budget;
 pub mod context;
 pub mod pat;
 pub mod permissions;

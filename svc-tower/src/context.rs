@@ -5,5 +5,6 @@
 //! (rate limits, idempotency keys, handlers) reads the org from here, never from the request.
 //! The types are svc's domain, shared with the identity plane (crate `svc-core`).
 
+pub use svc_core::budget::{Budget, BudgetPeriod, BudgetTarget};
 pub use svc_core::context::{AgentStanding, AgentVerdict, OrgContext, TokenLimits};
 pub use svc_core::permissions::Permissions;

@@ -13,7 +13,10 @@ use uuid::Uuid;
 
 use crate::agent::{AgentError, AgentValidator};
 use crate::auth::{TokenError, TokenValidator};
-use crate::context::{AgentStanding, AgentVerdict, OrgContext, Permissions, TokenLimits};
+use crate::context::{
+    AgentStanding, AgentVerdict, Budget, BudgetPeriod, BudgetTarget, OrgContext, Permissions,
+    TokenLimits,
+};
 use crate::trace_context::{self, TRACEPARENT};
 
 /// The default deadline of each call.
@@ -205,6 +208,46 @@ impl GrpcAuthClient {
     }
 }
 
+impl GrpcAuthClient {
+    /// GetBudgetSpend: the budgets a call with `token` (acting as `agent`) draws on, each with
+    /// what it spent in its current period, from the usage ledger.
+    pub async fn budget_spend(
+        &self,
+        token: &str,
+        agent: Option<Uuid>,
+    ) -> Result<Vec<(Budget, i64)>, TokenError> {
+        let request = self.request(ValidateTokenRequest {
+            access_token: token.to_owned(),
+            agent_id: agent.map(|agent| agent.hyphenated().to_string()),
+        });
+        let mut client = self.client.clone();
+        match self.call(client.get_budget_spend(request)).await {
+            Ok(response) => (response.budgets.iter())
+                .map(|wire| Some((budget(wire)?, wire.spent_usd_micros?)))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    tracing::warn!("GetBudgetSpend answered OK with a malformed budget");
+                    TokenError::Internal
+                }),
+            Err(None) => Err(TokenError::Timeout),
+            Err(Some(status)) => Err(token_error(&status)),
+        }
+    }
+}
+
+/// A budget as the server sends it; `None` when it is malformed.
+fn budget(wire: &v1::Budget) -> Option<Budget> {
+    let id = match wire.target_id.as_str() {
+        "" => None,
+        id => Some(Uuid::try_parse(id).ok()?),
+    };
+    Some(Budget {
+        target: BudgetTarget::parse(&wire.scope, id).ok()?,
+        limit_usd_micros: wire.limit_usd_micros,
+        period: BudgetPeriod::parse(&wire.period).ok()?,
+    })
+}
+
 impl TokenValidator for GrpcAuthClient {
     async fn validate(&self, token: &str) -> Result<OrgContext, TokenError> {
         self.validate_with_agent(token, None)
@@ -293,6 +336,10 @@ fn org_context(response: ValidateTokenResponse) -> Option<OrgContext> {
             Some(id) => Uuid::try_parse(id).ok().map(Some),
         }
     }
+    // A budget the gateway cannot read must not pass as no budget: the answer is refused.
+    let budgets = (response.budgets.iter())
+        .map(budget)
+        .collect::<Option<Vec<_>>>()?;
     let context = OrgContext::new(
         Uuid::try_parse(&response.org_id).ok()?,
         Permissions::from_bits(response.permissions),
@@ -307,7 +354,8 @@ fn org_context(response: ValidateTokenResponse) -> Option<OrgContext> {
             .with_limits(TokenLimits {
                 requests_per_minute: response.rpm_limit.filter(|n| *n > 0),
                 tokens_per_minute: response.tpm_limit.filter(|n| *n > 0),
-            }),
+            })
+            .with_budgets(budgets),
     )
 }
 

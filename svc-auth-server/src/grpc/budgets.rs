@@ -28,6 +28,7 @@ pub(super) const DELETE: Op = Op::act(
     AuditAction::BudgetDelete,
 );
 pub(super) const LIST: Op = Op::read("ListBudgets", Permissions::BUDGET_MANAGE, "BUDGET_MANAGE");
+const SPEND: &str = "GetBudgetSpend";
 
 use super::access::Op;
 
@@ -141,6 +142,23 @@ pub(super) async fn list<S: Store>(
                      spent_usd_micros,
                  }| budget(b, Some(spent_usd_micros)),
             )
+            .collect(),
+    })
+}
+
+/// GetBudgetSpend: the validated token's budgets with their spend in the current period.
+pub(super) async fn spend<S: Store>(
+    store: &S,
+    token: &ValidToken,
+) -> Result<v1::GetBudgetSpendResponse, Status> {
+    let spent = store
+        .budget_spend(token.org_id, token.budgets.clone(), Utc::now())
+        .await
+        .map_err(|e| status::store_error(SPEND, e))?;
+    Ok(v1::GetBudgetSpendResponse {
+        budgets: spent
+            .into_iter()
+            .map(|spend| budget(spend.budget, Some(spend.spent_usd_micros)))
             .collect(),
     })
 }

@@ -64,6 +64,9 @@ pub(crate) fn validate_token_response(token: ValidToken) -> v1::ValidateTokenRes
         agent: None,
         rpm_limit: token.limits.rpm,
         tpm_limit: token.limits.tpm,
+        budgets: (token.budgets.into_iter())
+            .map(|b| super::budgets::budget(b, None))
+            .collect(),
     }
 }
 

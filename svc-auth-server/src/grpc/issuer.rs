@@ -78,6 +78,7 @@ mod tests {
             agent_id,
             expires_at,
             limits: TokenLimits::default(),
+            budgets: Vec::new(),
         }
     }
 

@@ -426,6 +426,32 @@ impl<S: Store> AuthService for AuthApi<S> {
             .await
             .map(Response::new)
     }
+
+    async fn get_budget_spend(
+        &self,
+        request: Request<v1::ValidateTokenRequest>,
+    ) -> Result<Response<v1::GetBudgetSpendResponse>, Status> {
+        let span = trace::span("GetBudgetSpend", request.metadata());
+        let bearer = &request.get_ref().access_token;
+        if bearer.is_empty() {
+            return Err(status::missing_token());
+        }
+        let agent =
+            (request.get_ref().agent_id.as_deref()).and_then(|agent| Uuid::try_parse(agent).ok());
+        async {
+            // The token is the credential, as for ValidateToken; the budgets are the ones
+            // ValidateToken answers for the same request.
+            let (token, _) = self
+                .verifier
+                .verify_with_agent(bearer, agent)
+                .await
+                .map_err(|error| status::verify_error("GetBudgetSpend", error))?;
+            budgets::spend(self.store(), &token).await
+        }
+        .instrument(span)
+        .await
+        .map(Response::new)
+    }
 }
 
 /// A requested page size: the default for 0 or less, at most [`MAX_PAGE_SIZE`].

@@ -296,4 +296,12 @@ pub trait Store: Clone + Send + Sync + 'static {
         org_id: Uuid,
         now: chrono::DateTime<chrono::Utc>,
     ) -> impl Future<Output = Result<Vec<BudgetSpend>, StoreError>> + Send;
+
+    /// `budgets` of `org_id` with their spend, from the ledger, in the period holding `now`.
+    fn budget_spend(
+        &self,
+        org_id: Uuid,
+        budgets: Vec<Budget>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> impl Future<Output = Result<Vec<BudgetSpend>, StoreError>> + Send;
 }

@@ -325,6 +325,9 @@ pub struct TokenRecord {
     pub revoked_at: Option<DateTime<Utc>>,
     /// Its own rate limits.
     pub limits: TokenLimits,
+    /// The money budgets a call with it draws on: its org's, its own and its agent's (the
+    /// agent asked about, else its own).
+    pub budgets: Vec<super::Budget>,
 }
 
 impl fmt::Debug for TokenRecord {

@@ -9,7 +9,7 @@ use svc_core::permissions::Permissions;
 use uuid::Uuid;
 
 use super::{
-    Agent, AgentDetail, AgentStatus, AuditEvent, StoreError, TokenLimits, TokenMetadata,
+    Agent, AgentDetail, AgentStatus, AuditEvent, Budget, StoreError, TokenLimits, TokenMetadata,
     TokenRecord, User,
 };
 
@@ -121,8 +121,42 @@ impl<T: StoredTime> TryFrom<ValidationRow<T>> for TokenRecord {
             expires_at: optional_time(row.expires_at)?,
             revoked_at: optional_time(row.revoked_at)?,
             limits: TokenLimits::from_columns(row.rpm_limit, row.tpm_limit)?,
+            budgets: Vec::new(),
         })
     }
+}
+
+/// The budgets of a call as `budgets_for_call` writes them: `scope target limit period`,
+/// comma-separated; NULL when there are none.
+pub(super) fn call_budgets(text: Option<&str>) -> Result<Vec<Budget>, StoreError> {
+    let Some(text) = text.filter(|text| !text.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .map(|budget| {
+            let unreadable = || StoreError::Query(format!("unreadable budget {budget:?}").into());
+            let mut words = budget.split(' ');
+            let (Some(scope), Some(key), Some(limit), Some(period), None) = (
+                words.next(),
+                words.next(),
+                words.next(),
+                words.next(),
+                words.next(),
+            ) else {
+                return Err(unreadable());
+            };
+            let key = Uuid::try_parse(key).map_err(|_| unreadable())?;
+            let rows = vec![(
+                scope.to_owned(),
+                key,
+                limit.parse().map_err(|_| unreadable())?,
+                period.to_owned(),
+            )];
+            super::budgets::from_rows(rows)?
+                .pop()
+                .ok_or_else(unreadable)
+        })
+        .collect()
 }
 
 /// ValidateToken's row with an agent of the token's org beside it: [`VALIDATION_COLUMNS`]
@@ -137,6 +171,8 @@ pub(super) struct ValidationWithAgentRow<T> {
     asked_name: Option<String>,
     asked_created_at: Option<T>,
     asked_tools: Option<String>,
+    /// `budgets_for_call`'s answer.
+    budgets: Option<String>,
 }
 
 impl<T: StoredTime> TryFrom<ValidationWithAgentRow<T>> for (TokenRecord, Option<Agent>) {
@@ -161,7 +197,9 @@ impl<T: StoredTime> TryFrom<ValidationWithAgentRow<T>> for (TokenRecord, Option<
             }
             _ => None,
         };
-        Ok((TokenRecord::try_from(row.token)?, agent))
+        let mut token = TokenRecord::try_from(row.token)?;
+        token.budgets = call_budgets(row.budgets.as_deref())?;
+        Ok((token, agent))
     }
 }
 

@@ -76,6 +76,8 @@ pub struct ValidToken {
     pub expires_at: Option<DateTime<Utc>>,
     /// Its own rate limits.
     pub limits: TokenLimits,
+    /// The money budgets a call with it draws on.
+    pub budgets: Vec<crate::store::Budget>,
 }
 
 /// Why a bearer value was not accepted.
@@ -303,6 +305,7 @@ impl<S: Store> Verifier<S> {
             agent_id: record.agent_id,
             expires_at: record.expires_at,
             limits: record.limits,
+            budgets: record.budgets,
         };
         Ok((token, agent))
     }

@@ -46,6 +46,7 @@
 //! remaining, as the no-op store's do), the failure is counted in
 //! `svc_proxy_store_failures_total{store="rate_limit"}` and logged at most every few seconds.
 
+mod caps;
 mod layer;
 mod memory;
 #[cfg(feature = "redis")]
@@ -55,6 +56,7 @@ mod tokens;
 #[cfg(feature = "redis")]
 mod tokens_redis;
 
+pub use caps::{CapCharge, CapState, CappedDecision, SpendCap};
 pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]

@@ -43,6 +43,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::caps::{self, CapCharge, CappedDecision, MemoryCaps, SpendCap};
 use super::layer::openai_duration;
 use crate::error::{ApiError, ErrorCode};
 use crate::store::{StoreError, StoreFuture};
@@ -106,7 +107,7 @@ impl TokenBudget {
     }
 
     /// The limits of the org's bucket and the token's, 0 where none (the script's encoding).
-    fn limits(&self) -> [u64; 2] {
+    pub(crate) fn limits(&self) -> [u64; 2] {
         [self.org_limit.unwrap_or(0), self.token_limit.unwrap_or(0)]
     }
 }
@@ -178,6 +179,46 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
 
     /// Corrects an earlier reservation of `reserved` tokens to the `used` ones.
     fn settle(&self, budget: TokenBudget, reserved: u64, used: u64) -> StoreFuture<TokenDecision>;
+
+    /// Takes `tokens` from every limited bucket of `budget` and each cap's amount from its
+    /// counter, all or nothing, in one atomic step (see [`caps`](super::caps)). A store that
+    /// keeps no caps fails when asked for one.
+    fn reserve_capped(
+        &self,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        if !caps.is_empty() {
+            return Box::pin(std::future::ready(Err(StoreError::new(
+                "this store keeps no spend caps",
+            ))));
+        }
+        let reserve = self.reserve(budget, tokens);
+        Box::pin(async move {
+            Ok(CappedDecision::Counted {
+                tokens: reserve.await?,
+                caps: Vec::new(),
+            })
+        })
+    }
+
+    /// [`settle`](TokenBudgetStore::settle), and corrects each cap's counter by what the call
+    /// used, in the same step.
+    fn settle_capped(
+        &self,
+        budget: TokenBudget,
+        reserved: u64,
+        used: u64,
+        caps: Vec<CapCharge>,
+    ) -> StoreFuture<TokenDecision> {
+        if !caps.is_empty() {
+            return Box::pin(std::future::ready(Err(StoreError::new(
+                "this store keeps no spend caps",
+            ))));
+        }
+        self.settle(budget, reserved, used)
+    }
 }
 
 impl<S: TokenBudgetStore + ?Sized> TokenBudgetStore for Arc<S> {
@@ -187,6 +228,25 @@ impl<S: TokenBudgetStore + ?Sized> TokenBudgetStore for Arc<S> {
 
     fn settle(&self, budget: TokenBudget, reserved: u64, used: u64) -> StoreFuture<TokenDecision> {
         (**self).settle(budget, reserved, used)
+    }
+
+    fn reserve_capped(
+        &self,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        (**self).reserve_capped(budget, tokens, caps)
+    }
+
+    fn settle_capped(
+        &self,
+        budget: TokenBudget,
+        reserved: u64,
+        used: u64,
+        caps: Vec<CapCharge>,
+    ) -> StoreFuture<TokenDecision> {
+        (**self).settle_capped(budget, reserved, used, caps)
     }
 }
 
@@ -302,6 +362,7 @@ pub struct MemoryTokenBudgetStore {
 struct MemoryState {
     epoch: Instant,
     tats: HashMap<(Uuid, Uuid), f64>,
+    caps: MemoryCaps,
 }
 
 impl Default for MemoryTokenBudgetStore {
@@ -317,15 +378,51 @@ impl MemoryTokenBudgetStore {
             inner: Arc::new(Mutex::new(MemoryState {
                 epoch: Instant::now(),
                 tats: HashMap::new(),
+                caps: MemoryCaps::default(),
             })),
         }
     }
 
     fn run(&self, budget: TokenBudget, op: Op) -> Result<TokenDecision, StoreError> {
-        let mut state = self
-            .inner
+        let mut state = self.state()?;
+        Ok(state.run(budget, op, &[]))
+    }
+
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, MemoryState>, StoreError> {
+        self.inner
             .lock()
-            .map_err(|_| StoreError::new("token budget state poisoned"))?;
+            .map_err(|_| StoreError::new("token budget state poisoned"))
+    }
+
+    fn run_capped(
+        &self,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: &[SpendCap],
+    ) -> Result<CappedDecision, StoreError> {
+        let mut state = self.state()?;
+        let values = match state.caps.read(budget.org_id, caps, Instant::now()) {
+            Ok(values) => values,
+            Err(missing) => return Ok(CappedDecision::Missing(missing)),
+        };
+        let fit = caps::all_fit(caps, &values);
+        let tokens = state.run(budget, Op::Reserve(tokens), &[fit]);
+        let taken = tokens.allowed && fit;
+        if taken {
+            state.caps.take(budget.org_id, caps);
+        }
+        Ok(CappedDecision::Counted {
+            tokens,
+            caps: caps::states(caps, &values, taken),
+        })
+    }
+}
+
+impl MemoryState {
+    /// Applies `op` to the buckets; a reservation is taken only when every one of `also` is
+    /// true as well (the caps fit).
+    fn run(&mut self, budget: TokenBudget, op: Op, also: &[bool]) -> TokenDecision {
+        let state = self;
         let now = state.epoch.elapsed().as_micros() as f64;
         // The org's bucket is keyed by the nil token; a token's by its id.
         let keys = [
@@ -342,17 +439,26 @@ impl MemoryTokenBudgetStore {
             })
             .collect();
         if limited.is_empty() {
-            return Ok(budget.unmetered());
+            return budget.unmetered();
         }
         let buckets: Vec<Bucket> = limited.iter().map(|(_, b)| *b).collect();
-        let (decision, next) = apply(&buckets, op, now);
+        let (mut decision, mut next) = apply(&buckets, op, now);
+        if !also.iter().all(|ok| *ok) {
+            // Refused elsewhere: nothing is taken, and the figures say so.
+            let (untaken, _) = apply(&buckets, Op::Reserve(0), now);
+            decision = TokenDecision {
+                allowed: decision.allowed,
+                ..untaken
+            };
+            next = None;
+        }
         for ((key, _), tat) in limited.iter().zip(next.into_iter().flatten()) {
             state.tats.insert(*key, tat);
         }
         if state.tats.len() > 4096 {
             state.tats.retain(|_, tat| *tat > now);
         }
-        Ok(decision)
+        decision
     }
 }
 
@@ -365,6 +471,29 @@ impl TokenBudgetStore for MemoryTokenBudgetStore {
         Box::pin(std::future::ready(
             self.run(budget, Op::Settle { reserved, used }),
         ))
+    }
+
+    fn reserve_capped(
+        &self,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        Box::pin(std::future::ready(self.run_capped(budget, tokens, &caps)))
+    }
+
+    fn settle_capped(
+        &self,
+        budget: TokenBudget,
+        reserved: u64,
+        used: u64,
+        caps: Vec<CapCharge>,
+    ) -> StoreFuture<TokenDecision> {
+        let settled = self.state().map(|mut state| {
+            state.caps.settle(budget.org_id, &caps);
+            state.run(budget, Op::Settle { reserved, used }, &[])
+        });
+        Box::pin(std::future::ready(settled))
     }
 }
 
@@ -454,5 +583,74 @@ mod tests {
             ..budget.with_token(Uuid::new_v4(), None)
         };
         assert!(!open.is_limited());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caps_in_memory_fit_or_take_nothing_and_expire_with_their_period() {
+        let store = MemoryTokenBudgetStore::new();
+        let budget = TokenBudget::org(Uuid::new_v4(), 1_000);
+        let cap = |amount, seed| SpendCap {
+            name: "day:1".to_owned(),
+            limit: 25,
+            amount,
+            ttl_secs: 60,
+            seed,
+        };
+        assert_eq!(
+            store
+                .reserve_capped(budget, 10, vec![cap(10, None)])
+                .await
+                .unwrap(),
+            CappedDecision::Missing(vec![0])
+        );
+        assert!(
+            store
+                .reserve_capped(budget, 10, vec![cap(10, Some(5))])
+                .await
+                .unwrap()
+                .allowed()
+        );
+        assert!(
+            store
+                .reserve_capped(budget, 10, vec![cap(10, None)])
+                .await
+                .unwrap()
+                .allowed()
+        );
+        let refused = store
+            .reserve_capped(budget, 10, vec![cap(10, None)])
+            .await
+            .unwrap();
+        assert!(!refused.allowed());
+        // The refusal took no tokens: 20 of 1,000 are gone, not 30.
+        let CappedDecision::Counted { tokens, .. } = refused else {
+            panic!("counted")
+        };
+        assert_eq!(tokens.remaining, 980);
+        let charge = CapCharge {
+            name: "day:1".to_owned(),
+            reserved: 10,
+            used: 0,
+        };
+        store
+            .settle_capped(budget, 10, 0, vec![charge])
+            .await
+            .unwrap();
+        assert!(
+            store
+                .reserve_capped(budget, 10, vec![cap(10, None)])
+                .await
+                .unwrap()
+                .allowed()
+        );
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(
+            store
+                .reserve_capped(budget, 10, vec![cap(10, None)])
+                .await
+                .unwrap(),
+            CappedDecision::Missing(vec![0]),
+            "a counter past its period is gone"
+        );
     }
 }

@@ -5,26 +5,67 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
+use super::caps::{CapCharge, CapState, CappedDecision, SpendCap};
 use super::tokens::{Op, TokenBudget, TokenBudgetStore, TokenDecision, binding};
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
-/// The arithmetic of `tokens::apply`, on the Redis clock. KEYS: the org's bucket, the
-/// token's. ARGV: `reserve` or `settle`, the tokens (or reserved), the used tokens, the org's
-/// limit and the token's (0: none). Returns `allowed`, then per limited bucket `fits, limit,
-/// remaining, reset_us, retry_us`. TATs are µs of the server's TIME, so replicas with skewed
-/// clocks agree.
+/// The arithmetic of `tokens::apply`, on the Redis clock, and the spend caps beside it.
+/// KEYS: the org's bucket, the token's, then one counter per cap. ARGV: `reserve` or
+/// `settle`, the tokens (or reserved), the used tokens, the org's limit and the token's (0:
+/// none), then three per cap: for a reservation its limit, amount and TTL in seconds and its
+/// seed (-1: none); for a settlement its correction, then two unused. Returns `-1` and the
+/// missing caps' indexes (from 0) when a counter is missing without a seed; otherwise
+/// `allowed`, the number of limited buckets, per bucket `fits, limit, remaining, reset_us,
+/// retry_us`, then per cap `fits, limit, counter`. TATs are µs of the server's TIME, so
+/// replicas with skewed clocks agree.
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local period = 60000000
 local op = ARGV[1]
 local a = tonumber(ARGV[2])
 local b = tonumber(ARGV[3])
-local n, allowed = 0, 1
+local ncaps = #KEYS - 2
+local caps, capsfit = {}, 1
+if op == 'settle' then
+  for j = 1, ncaps do
+    local delta = tonumber(ARGV[2 + 4 * j])
+    if delta ~= 0 and redis.call('EXISTS', KEYS[2 + j]) == 1 then
+      if redis.call('INCRBY', KEYS[2 + j], delta) < 0 then
+        redis.call('SET', KEYS[2 + j], 0, 'KEEPTTL')
+      end
+    end
+  end
+else
+  local missing = {-1}
+  for j = 1, ncaps do
+    local base = 2 + 4 * j
+    local v = tonumber(redis.call('GET', KEYS[2 + j]))
+    if not v then
+      local seed = tonumber(ARGV[base + 3])
+      if seed < 0 then
+        missing[#missing + 1] = j - 1
+      else
+        redis.call('SET', KEYS[2 + j], seed, 'EX', ARGV[base + 2])
+        v = seed
+      end
+    end
+    if v then
+      local limit = tonumber(ARGV[base])
+      local fit = 1
+      if v + tonumber(ARGV[base + 1]) > limit then fit = 0; capsfit = 0 end
+      caps[j] = {fit, limit, v}
+    end
+  end
+  if #missing > 1 then return missing end
+end
+local n, allowed = 0, capsfit
 local keys, limits, tats, news, fits = {}, {}, {}, {}, {}
+local now, period = 0, 60000000
+if tonumber(ARGV[4]) > 0 or tonumber(ARGV[5]) > 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 for i = 1, 2 do
   local limit = tonumber(ARGV[3 + i])
   if limit > 0 then
@@ -44,7 +85,7 @@ for i = 1, 2 do
     keys[n], limits[n], tats[n], news[n], fits[n] = KEYS[i], limit, tat, new, fit
   end
 end
-local out = {allowed}
+local out = {allowed, n}
 for i = 1, n do
   local kept = tats[i]
   if allowed == 1 then
@@ -62,6 +103,15 @@ for i = 1, n do
   out[#out + 1] = math.floor(math.max(0, (now + period - kept) / (period / limits[i])))
   out[#out + 1] = math.ceil(kept - now)
   out[#out + 1] = math.ceil(retry)
+end
+for j = 1, #caps do
+  local amount = tonumber(ARGV[3 + 4 * j])
+  if allowed == 1 and amount > 0 then
+    caps[j][3] = redis.call('INCRBY', KEYS[2 + j], amount)
+  end
+  out[#out + 1] = caps[j][1]
+  out[#out + 1] = caps[j][2]
+  out[#out + 1] = caps[j][3]
 end
 return out
 ",
@@ -91,21 +141,38 @@ impl RedisTokenBudgetStore {
         if !budget.is_limited() {
             return Box::pin(std::future::ready(Ok(budget.unmetered())));
         }
+        let run = self.run_capped(budget, op, Vec::new());
+        Box::pin(async move {
+            match run.await? {
+                CappedDecision::Counted { tokens, .. } => Ok(tokens),
+                CappedDecision::Missing(_) => Err(unexpected()),
+            }
+        })
+    }
+
+    /// One script over the buckets and `caps` (for a settlement, a cap's amount is its
+    /// correction and its other figures are unused).
+    fn run_capped(
+        &self,
+        budget: TokenBudget,
+        op: Op,
+        caps: Vec<(String, [i64; 4])>,
+    ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
-        let org = org_key(&self.prefix, &budget.org_id, "tpm");
-        let token = org_key(
-            &self.prefix,
-            &budget.org_id,
-            &format!("tpm:{}", budget.token_id),
-        );
+        let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
+        let org = key("tpm");
+        let token = key(&format!("tpm:{}", budget.token_id));
+        let counters: Vec<String> = caps
+            .iter()
+            .map(|(name, _)| key(&format!("cap:{name}")))
+            .collect();
         let (name, a, b) = match op {
             Op::Reserve(tokens) => ("reserve", tokens, 0),
             Op::Settle { reserved, used } => ("settle", reserved, used),
         };
-        let limits = [
-            budget.org_limit.unwrap_or(0),
-            budget.token_limit.unwrap_or(0),
-        ];
+        // A settlement answers no cap's state.
+        let states = if name == "reserve" { caps.len() } else { 0 };
+        let limits = budget.limits();
         Box::pin(async move {
             let mut invocation = SCRIPT.prepare_invoke();
             invocation
@@ -116,31 +183,66 @@ impl RedisTokenBudgetStore {
                 .arg(b)
                 .arg(limits[0])
                 .arg(limits[1]);
-            let reply: Vec<i64> = pool.invoke(&invocation).await?;
-            let Some((allowed, buckets)) = reply.split_first() else {
-                return Err(StoreError::new("unexpected token budget script reply"));
-            };
-            if buckets.is_empty() || buckets.len() % 5 != 0 {
-                return Err(StoreError::new("unexpected token budget script reply"));
+            for (counter, (_, figures)) in counters.into_iter().zip(&caps) {
+                invocation.key(counter);
+                for figure in figures {
+                    invocation.arg(*figure);
+                }
             }
-            let count = |v: i64| u64::try_from(v).unwrap_or(0);
-            let figures = buckets.chunks_exact(5).map(|b| TokenDecision {
-                allowed: b[0] == 1,
-                limit: count(b[1]),
-                remaining: count(b[2]),
-                reset_after_secs: count(b[3]).div_ceil(1_000_000),
-                retry_after_secs: if b[0] == 1 {
-                    0
-                } else {
-                    count(b[4]).div_ceil(1_000_000).max(1)
-                },
-            });
-            Ok(TokenDecision {
-                allowed: *allowed == 1,
-                ..binding(figures)
-            })
+            let reply: Vec<i64> = pool.invoke(&invocation).await?;
+            decode(&reply, budget, states)
         })
     }
+}
+
+fn unexpected() -> StoreError {
+    StoreError::new("unexpected token budget script reply")
+}
+
+/// The script's reply for `budget` and `caps` caps.
+fn decode(reply: &[i64], budget: TokenBudget, caps: usize) -> Result<CappedDecision, StoreError> {
+    let count = |v: i64| u64::try_from(v).unwrap_or(0);
+    if let Some((-1, missing)) = reply.split_first() {
+        let missing = missing.iter().map(|i| usize::try_from(*i).unwrap_or(0));
+        return Ok(CappedDecision::Missing(missing.collect()));
+    }
+    let [_allowed, n, rest @ ..] = reply else {
+        return Err(unexpected());
+    };
+    let buckets = usize::try_from(*n).map_err(|_| unexpected())? * 5;
+    if rest.len() != buckets + caps * 3 {
+        return Err(unexpected());
+    }
+    let (buckets, states) = rest.split_at(buckets);
+    let tokens = if buckets.is_empty() {
+        budget.unmetered()
+    } else {
+        let figures = buckets.chunks_exact(5).map(|b| TokenDecision {
+            allowed: b[0] == 1,
+            limit: count(b[1]),
+            remaining: count(b[2]),
+            reset_after_secs: count(b[3]).div_ceil(1_000_000),
+            retry_after_secs: if b[0] == 1 {
+                0
+            } else {
+                count(b[4]).div_ceil(1_000_000).max(1)
+            },
+        });
+        let fits_buckets = figures.clone().all(|d| d.allowed);
+        TokenDecision {
+            allowed: fits_buckets,
+            ..binding(figures)
+        }
+    };
+    let caps = states
+        .chunks_exact(3)
+        .map(|c| CapState {
+            fits: c[0] == 1,
+            limit: count(c[1]),
+            spent: count(c[2]),
+        })
+        .collect();
+    Ok(CappedDecision::Counted { tokens, caps })
 }
 
 impl TokenBudgetStore for RedisTokenBudgetStore {
@@ -150,6 +252,62 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
 
     fn settle(&self, budget: TokenBudget, reserved: u64, used: u64) -> StoreFuture<TokenDecision> {
         self.run(budget, Op::Settle { reserved, used })
+    }
+
+    fn reserve_capped(
+        &self,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        if caps.is_empty() && !budget.is_limited() {
+            return Box::pin(std::future::ready(Ok(CappedDecision::Counted {
+                tokens: budget.unmetered(),
+                caps: Vec::new(),
+            })));
+        }
+        let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let caps = caps
+            .into_iter()
+            .map(|cap| {
+                let seed = cap.seed.map_or(-1, figure);
+                let figures = [
+                    figure(cap.limit),
+                    figure(cap.amount),
+                    figure(cap.ttl_secs.max(1)),
+                    seed,
+                ];
+                (cap.name, figures)
+            })
+            .collect();
+        self.run_capped(budget, Op::Reserve(tokens), caps)
+    }
+
+    fn settle_capped(
+        &self,
+        budget: TokenBudget,
+        reserved: u64,
+        used: u64,
+        caps: Vec<CapCharge>,
+    ) -> StoreFuture<TokenDecision> {
+        if caps.is_empty() {
+            return self.settle(budget, reserved, used);
+        }
+        let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let caps = caps
+            .into_iter()
+            .map(|cap| {
+                let correction = figure(cap.used).saturating_sub(figure(cap.reserved));
+                (cap.name, [correction, 0, 0, 0])
+            })
+            .collect();
+        let run = self.run_capped(budget, Op::Settle { reserved, used }, caps);
+        Box::pin(async move {
+            match run.await? {
+                CappedDecision::Counted { tokens, .. } => Ok(tokens),
+                CappedDecision::Missing(_) => Err(unexpected()),
+            }
+        })
     }
 }
 
@@ -221,5 +379,111 @@ mod tests {
             let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
             assert!((1..=60_002).contains(&ttl_ms), "{key}: {ttl_ms}");
         }
+    }
+
+    fn cap(name: &str, limit: u64, amount: u64, seed: Option<u64>) -> SpendCap {
+        SpendCap {
+            name: name.to_owned(),
+            limit,
+            amount,
+            ttl_secs: 60,
+            seed,
+        }
+    }
+
+    #[tokio::test]
+    async fn caps_are_taken_with_the_tokens_all_or_nothing_and_never_overshoot() {
+        let (store, pool, prefix) = store();
+        let org = Uuid::new_v4();
+        let budget = TokenBudget::org(org, 1_000_000);
+        // A missing counter is reported, and nothing is taken.
+        let missing = store
+            .reserve_capped(
+                budget,
+                10,
+                vec![cap("a", 100, 10, None), cap("b", 5, 1, Some(0))],
+            )
+            .await
+            .unwrap();
+        assert_eq!(missing, CappedDecision::Missing(vec![0]));
+        let tpm: Option<String> = pool
+            .query(redis::cmd("GET").arg(format!("{prefix}svc:{{{org}}}:tpm")))
+            .await
+            .unwrap();
+        assert_eq!(tpm, None, "a missing cap takes no tokens");
+        // Seeded from a durable record: 30 already spent of 100; 64 racing reservations of 10
+        // leave room for exactly seven.
+        let mut racing = Vec::new();
+        for _ in 0..64 {
+            let store = store.clone();
+            racing.push(tokio::spawn(async move {
+                store
+                    .reserve_capped(budget, 10, vec![cap("a", 100, 10, Some(30))])
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut allowed = 0;
+        for race in racing {
+            if race.await.unwrap().allowed() {
+                allowed += 1;
+            }
+        }
+        assert_eq!(allowed, 7);
+        let key = format!("{prefix}svc:{{{org}}}:cap:a");
+        let counter: i64 = pool.query(redis::cmd("GET").arg(&key)).await.unwrap();
+        assert_eq!(counter, 100);
+        let ttl: i64 = pool.query(redis::cmd("TTL").arg(&key)).await.unwrap();
+        assert!((1..=60).contains(&ttl), "{ttl}");
+        // A refusal names the cap that did not fit and takes nothing from the tokens.
+        let refused = store
+            .reserve_capped(budget, 10, vec![cap("a", 100, 10, None)])
+            .await
+            .unwrap();
+        let CappedDecision::Counted { tokens, caps } = refused else {
+            panic!("counted")
+        };
+        assert!(tokens.allowed);
+        assert_eq!(
+            caps,
+            vec![CapState {
+                fits: false,
+                limit: 100,
+                spent: 100
+            }]
+        );
+        // Settling gives back what a call did not use, never below zero.
+        let charge = |reserved, used| CapCharge {
+            name: "a".to_owned(),
+            reserved,
+            used,
+        };
+        store
+            .settle_capped(budget, 10, 1, vec![charge(10, 4)])
+            .await
+            .unwrap();
+        let counter: i64 = pool.query(redis::cmd("GET").arg(&key)).await.unwrap();
+        assert_eq!(counter, 94);
+        store
+            .settle_capped(budget, 10, 1, vec![charge(500, 0)])
+            .await
+            .unwrap();
+        let counter: i64 = pool.query(redis::cmd("GET").arg(&key)).await.unwrap();
+        assert_eq!(counter, 0);
+        // A counter that is gone stays gone: the record it is rebuilt from has the call.
+        let gone = CapCharge {
+            name: "gone".to_owned(),
+            reserved: 1,
+            used: 5,
+        };
+        store
+            .settle_capped(budget, 10, 1, vec![gone])
+            .await
+            .unwrap();
+        let exists: i64 = pool
+            .query(redis::cmd("EXISTS").arg(format!("{prefix}svc:{{{org}}}:cap:gone")))
+            .await
+            .unwrap();
+        assert_eq!(exists, 0);
     }
 }

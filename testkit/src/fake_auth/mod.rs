@@ -63,6 +63,7 @@ pub enum Method {
     SetBudget,
     DeleteBudget,
     ListBudgets,
+    GetBudgetSpend,
 }
 
 impl Method {
@@ -86,6 +87,7 @@ impl Method {
             Method::SetBudget => "SetBudget",
             Method::DeleteBudget => "DeleteBudget",
             Method::ListBudgets => "ListBudgets",
+            Method::GetBudgetSpend => "GetBudgetSpend",
         }
     }
 }

@@ -38,6 +38,7 @@ impl Scripted {
             agent: None,
             rpm_limit: None,
             tpm_limit: None,
+            budgets: Vec::new(),
         })
     }
 
@@ -215,5 +216,12 @@ impl AuthService for Scripted {
         request: Request<v1::ListBudgetsRequest>,
     ) -> Result<Response<v1::ListBudgetsResponse>, Status> {
         Err(self.unserved(Method::ListBudgets, &request))
+    }
+
+    async fn get_budget_spend(
+        &self,
+        request: Request<ValidateTokenRequest>,
+    ) -> Result<Response<v1::GetBudgetSpendResponse>, Status> {
+        Err(self.unserved(Method::GetBudgetSpend, &request))
     }
 }

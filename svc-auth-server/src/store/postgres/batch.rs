@@ -48,13 +48,20 @@ fn columns() -> String {
     token.chain(agent).collect::<Vec<_>>().join(", ")
 }
 
+/// The budgets of the call: the org's, the token's, and the agent's (the one asked about when
+/// it is in the org, else the token's own), under row-level security as `agent_in_org`
+/// applies it.
+const BUDGETS: &str = "LEFT JOIN LATERAL budgets_for_call(t.org_id, t.token_id, \
+                       COALESCE(a.agent_id, t.agent_id)) AS b ON true";
+
 /// One token, no agent.
 static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT NULL::uuid AS asked_for, {} FROM token_for_validation($1) AS t \
+        "SELECT NULL::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
          LEFT JOIN (SELECT NULL::uuid AS agent_id, NULL::uuid AS org_id, NULL::text AS status, \
                            NULL::text AS name, NULL::timestamptz AS created_at, \
-                           NULL::text AS tools) AS a ON false",
+                           NULL::text AS tools) AS a ON false \
+         {BUDGETS}",
         columns()
     )
 });
@@ -63,8 +70,9 @@ static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
 /// names), under row-level security as `agent_in_org` applies it.
 static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT $2::uuid AS asked_for, {} FROM token_for_validation($1) AS t \
-         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true",
+        "SELECT $2::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
+         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true \
+         {BUDGETS}",
         columns()
     )
 });
@@ -72,11 +80,12 @@ static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
 /// Many of either: one row per (token id, agent id or NULL) whose token exists.
 static MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT k.agent_id AS asked_for, {} \
+        "SELECT k.agent_id AS asked_for, {}, b.budgets \
          FROM unnest($1::uuid[], $2::uuid[]) AS k(token_id, agent_id) \
          CROSS JOIN LATERAL token_for_validation(k.token_id) AS t \
          LEFT JOIN LATERAL (SELECT * FROM agent_in_org(t.org_id, k.agent_id) \
-                            WHERE k.agent_id IS NOT NULL) AS a ON true",
+                            WHERE k.agent_id IS NOT NULL) AS a ON true \
+         {BUDGETS}",
         columns()
     )
 });

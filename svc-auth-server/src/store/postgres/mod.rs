@@ -450,6 +450,18 @@ impl Store for PgStore {
         self.in_tenant(org_id, |tx| Box::pin(budget_flows::list(tx, org_id, now)))
             .await
     }
+
+    async fn budget_spend(
+        &self,
+        org_id: Uuid,
+        budgets: Vec<Budget>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BudgetSpend>, StoreError> {
+        self.in_tenant(org_id, |tx| {
+            Box::pin(budget_flows::spend(tx, org_id, budgets, now))
+        })
+        .await
+    }
 }
 
 impl ReferenceLookups for PgConnection {

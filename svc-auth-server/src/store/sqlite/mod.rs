@@ -200,6 +200,23 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn token_with_agent(
+        &self,
+        token_id: Uuid,
+        agent_id: Uuid,
+    ) -> Result<Option<(TokenRecord, Option<Agent>)>, StoreError> {
+        let Some(mut token) = self.token_for_validation(token_id).await? else {
+            return Ok(None);
+        };
+        let agent = self.agent(token.org_id, agent_id).await?;
+        // The budgets are the agent's the call acts as, when it is in the org.
+        if let Some(agent) = &agent {
+            token.budgets =
+                tenant::budgets_for_call(&self.pool, &token, Some(agent.agent_id)).await?;
+        }
+        Ok(Some((token, agent)))
+    }
+
     async fn agent(&self, org_id: Uuid, agent_id: Uuid) -> Result<Option<Agent>, StoreError> {
         self.timer
             .time(async {
@@ -410,6 +427,16 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
     ) -> Result<Vec<BudgetSpend>, StoreError> {
         self.in_read(|tx| Box::pin(budget_flows::list(tx, org_id, now)))
+            .await
+    }
+
+    async fn budget_spend(
+        &self,
+        org_id: Uuid,
+        budgets: Vec<Budget>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<BudgetSpend>, StoreError> {
+        self.in_read(|tx| Box::pin(budget_flows::spend(tx, org_id, budgets, now)))
             .await
     }
 }

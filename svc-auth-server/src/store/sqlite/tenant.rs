@@ -27,7 +27,32 @@ pub(super) async fn token_for_validation(
     .fetch_optional(pool)
     .await
     .map_err(map_error)?;
-    row.map(TokenRecord::try_from).transpose()
+    let Some(mut record) = row.map(TokenRecord::try_from).transpose()? else {
+        return Ok(None);
+    };
+    record.budgets = budgets_for_call(pool, &record, None).await?;
+    Ok(Some(record))
+}
+
+/// The budgets a call with `record` draws on: its org's, its own, and `agent`'s (else the
+/// token's own agent's), as PostgreSQL's `budgets_for_call` answers them.
+pub(super) async fn budgets_for_call(
+    pool: &SqlitePool,
+    record: &TokenRecord,
+    agent: Option<Uuid>,
+) -> Result<Vec<crate::store::Budget>, StoreError> {
+    let rows: Vec<crate::store::budgets::BudgetRow> = sqlx::query_as(
+        "SELECT scope, target_id, limit_usd_micros, period FROM budgets WHERE org_id = ?1 \
+         AND ((scope = 'org' AND target_id = ?1) OR (scope = 'token' AND target_id = ?2) \
+              OR (scope = 'agent' AND target_id = ?3))",
+    )
+    .bind(record.org_id)
+    .bind(record.token_id)
+    .bind(agent.or(record.agent_id))
+    .fetch_all(pool)
+    .await
+    .map_err(map_error)?;
+    crate::store::budgets::from_rows(rows)
 }
 
 pub(super) async fn agent(
