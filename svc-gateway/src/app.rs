@@ -23,16 +23,16 @@ use svc_tower::idempotency::{
 };
 use svc_tower::metrics::ProxyMetrics;
 use svc_tower::rate_limit::{
-    NoopRateLimitStore, NoopTokenBudgetStore, OrgRateLimitLayer, RateLimitStore,
+    MemoryTokenBudgetStore, NoopRateLimitStore, OrgRateLimitLayer, RateLimitStore,
     RedisRateLimitStore, RedisTokenBudgetStore, TokenBudgetStore,
 };
 use svc_tower::request_id::RequestIdLayer;
 use svc_tower::store::{RedisPool, StoreError};
 use tower::ServiceBuilder;
-use tower::util::BoxCloneSyncService;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::access_log::{AccessLogLayer, IdentityLayer};
+use crate::accounting::{Accounting, Holder};
 use crate::budget::CostMeter;
 use crate::config::Config;
 use crate::forward::Forward;
@@ -45,7 +45,6 @@ use crate::request::Endpoint;
 use crate::routes::{self, count_tokens::CountState, forward::ForwardState, models::ModelsState};
 use crate::server::{self, Running};
 use crate::session::{self, CheckpointWriter, SessionStore, WriterTask};
-use crate::token_limit::TokenLimiter;
 use crate::usage::TokenMetrics;
 
 /// How much longer than the provider timeout an idempotency claim lives.
@@ -236,22 +235,36 @@ impl Gateway {
         self
     }
 
-    /// Tokens per minute: shared in Redis, or nothing counted without `REDIS_URL`.
-    fn token_limiter(&self) -> TokenLimiter {
-        let store: Arc<dyn TokenBudgetStore> = match (&self.token_budget, &self.redis) {
-            (Some(store), _) => store.clone(),
-            (None, Some(pool)) => Arc::new(RedisTokenBudgetStore::new(
-                pool.clone(),
-                self.config.redis_key_prefix.clone(),
-            )),
-            (None, None) => Arc::new(NoopTokenBudgetStore),
-        };
-        TokenLimiter::new(
+    /// Tokens per minute and budgets: shared in Redis; without `REDIS_URL`, budgets are
+    /// counted in this process and token limits not at all (SPEC's no-op limiter), unless a
+    /// store was given.
+    fn holder(&self) -> Holder {
+        let (store, shared): (Arc<dyn TokenBudgetStore>, bool) =
+            match (&self.token_budget, &self.redis) {
+                (Some(store), _) => (store.clone(), true),
+                (None, Some(pool)) => (
+                    Arc::new(RedisTokenBudgetStore::new(
+                        pool.clone(),
+                        self.config.redis_key_prefix.clone(),
+                    )),
+                    true,
+                ),
+                (None, None) => (Arc::new(MemoryTokenBudgetStore::new()), false),
+            };
+        let holder = Holder::new(
             store,
             self.config.rate_limit_tpm,
             self.config.default_completion_tokens,
             self.config.rate_limit_tpm_timeout,
+            self.cost.clone(),
         )
+        .budget_fail_open(self.config.budget_fail_open)
+        .spend_source(Arc::new(self.auth.clone()));
+        if shared {
+            holder
+        } else {
+            holder.budgets_only()
+        }
     }
 
     /// Replaces the `/ready` checkers (the embedded dev mode has no Redis to check).
@@ -301,6 +314,18 @@ impl Gateway {
             .drain(self.drain.clone())
     }
 
+    /// The provider call with its accounting.
+    fn accounting(&self) -> Accounting {
+        Accounting::new(
+            self.forward(),
+            self.holder(),
+            self.tokens.clone(),
+            self.cost.clone(),
+            self.ledger.clone(),
+            self.checkpoints.as_ref().map(|(writer, _)| writer.clone()),
+        )
+    }
+
     /// MCP sessions: shared in Redis, or in this process without `REDIS_URL`.
     fn mcp_sessions(&self) -> SessionMap {
         match &self.redis {
@@ -312,10 +337,9 @@ impl Gateway {
         }
     }
 
-    /// The service under the handler: Idempotency, then the provider.
-    fn forward_service(&self) -> routes::ForwardService {
-        let forward = self.forward();
-        let idempotency = IdempotencyLayer::new(self.idempotency_store())
+    /// Idempotency over the provider routes' calls.
+    fn idempotency(&self) -> routes::forward::IdempotencyLayer {
+        IdempotencyLayer::new(self.idempotency_store())
             // A claim must outlive the slowest chain of provider calls, or a retry would run
             // it twice.
             .pending_ttl(self.registry.chain_timeout() + PENDING_TTL_MARGIN)
@@ -326,12 +350,7 @@ impl Gateway {
             .route_fn(|parts| match Endpoint::from_path(parts.uri.path()) {
                 Some(endpoint) => endpoint.route().to_owned(),
                 None => parts.uri.path().to_owned(),
-            });
-        let service = ServiceBuilder::new()
-            .map_response(|response: http::Response<_>| response.map(axum::body::Body::new))
-            .layer(idempotency)
-            .service(forward);
-        BoxCloneSyncService::new(service)
+            })
     }
 
     /// Rejected tokens per client address, shared by every protected route; `None` when
@@ -362,20 +381,16 @@ impl Gateway {
         let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
-        let forward = self.forward_service();
-        let token_limit = self.token_limiter();
+        let idempotency = self.idempotency();
+        let accounting = self.accounting();
 
         // A provider-backed route, outermost first. `route_layer`, so a wrong method is a 405
         // before any authentication.
         let provider_route = |endpoint: Endpoint, permission: RequirePermissionLayer| {
             let state = ForwardState {
                 endpoint,
-                forward: forward.clone(),
-                checkpoints: self.checkpoints.as_ref().map(|(writer, _)| writer.clone()),
-                ledger: self.ledger.clone(),
-                token_limit: token_limit.clone(),
-                tokens: self.tokens.clone(),
-                cost: self.cost.clone(),
+                idempotency: idempotency.clone(),
+                accounting: accounting.clone(),
                 max_body: config.max_request_body_bytes,
             };
             post(routes::forward::forward)
@@ -425,7 +440,7 @@ impl Gateway {
         // Counting tokens spends none: the chat permission, no rate limit, no idempotency.
         let count_tokens = post(routes::count_tokens::count_tokens)
             .with_state(CountState {
-                forward: BoxCloneSyncService::new(self.forward()),
+                forward: self.forward(),
                 max_body: config.max_request_body_bytes,
             })
             .route_layer(

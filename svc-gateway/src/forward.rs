@@ -1,32 +1,33 @@
-//! The innermost service: a validated request in, the provider's answer out.
+//! The provider call: a validated [`Call`] in, the provider's answer out.
 //!
-//! It sits under the Idempotency layer, so what it answers is what a replay repeats: a JSON
-//! body with the provider's status, an SSE stream, or an [`ApiError`] rejection from the
-//! provider table (rendered by the ErrorEnvelope layer further out).
+//! What it answers (a JSON body with the provider's status, an SSE stream, or an [`ApiError`]
+//! rejection from the provider table, which the ErrorEnvelope layer further out renders from
+//! the extensions) is an
+//! [`Answer`]: its body knows the call's usage, read from the JSON at once or from the stream
+//! as it passes, so whoever wraps the body learns the usage where the body ends.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use futures_util::future::BoxFuture;
-use http::{HeaderValue, Request, Response, header};
+use bytes::Bytes;
+use http::{HeaderValue, Response, header};
+use http_body::{Frame, SizeHint};
 use svc_runtime::shutdown::Drain;
-use svc_tower::error::{ApiError, ErrorCode};
-use svc_tower::request_id::{RequestId, TraceId};
-use svc_tower::trace_context::TraceParent;
-use tower::Service;
 
-use crate::access_log::{StreamOutcome, UpstreamFacts};
+use crate::access_log::UpstreamFacts;
+use crate::call::Call;
 use crate::http_metrics::ProviderWait;
-use crate::provider::{CallInfo, ProviderReply, Registry};
-use crate::request::ApiRequest;
+use crate::provider::{ProviderReply, Registry};
 use crate::sse::SseBody;
-use crate::usage::{self, Report, UsageReporter};
+use crate::usage::{self, Report};
 
-/// Calls the provider registry with the [`ApiRequest`] the handler put in the request
-/// extensions (as an `Arc<ApiRequest>`), and reports the call's usage through the
-/// [`UsageReporter`] beside it, once the answer is complete.
+/// The provider's answer to one call.
+pub type Answer = Response<AnswerBody>;
+
+/// Calls the provider registry.
 #[derive(Clone, Debug)]
 pub struct Forward {
     registry: Registry,
@@ -49,109 +50,138 @@ impl Forward {
         self.drain = drain;
         self
     }
+
+    /// Makes `call`: the first target of its model that answers.
+    pub async fn answer(&self, call: &Call) -> Answer {
+        let api = &call.api;
+        let waited = std::time::Instant::now();
+        let reply = self.registry.complete(api, &call.info).await;
+        let wait = ProviderWait(waited.elapsed());
+        let mut response = match reply {
+            Ok((ProviderReply::Json { status, body }, provider)) => {
+                let report = match usage::from_json_with_cached(&body) {
+                    Some((usage, cached_tokens)) => Report {
+                        usage: Some(usage),
+                        cached_tokens,
+                        ..Report::answered_by(provider)
+                    },
+                    None => Report::answered_by(provider),
+                };
+                let mut response = Response::new(AnswerBody::Whole {
+                    body: Some(body),
+                    report,
+                });
+                *response.status_mut() = status;
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+            Ok((ProviderReply::Stream { status, events }, provider)) => {
+                let events = crate::deadline::until_deadline(events, &self.drain);
+                // A failure is told in the protocol of the route called, whichever provider
+                // answers it.
+                SseBody::new(events, call.request_id.to_string(), self.docs_base.clone())
+                    .endpoint(api.endpoint)
+                    .outcome(call.outcome.clone())
+                    .strip_usage_chunk(api.asks_usage_for_client())
+                    .into_response(status)
+                    .map(|sse| AnswerBody::Stream {
+                        sse,
+                        provider: Arc::from(provider),
+                    })
+            }
+            Err(error) => error
+                .to_api_error()
+                .into_response_with(Body::empty())
+                .map(|_| AnswerBody::Refused),
+        };
+        response.extensions_mut().insert(wait);
+        if let Some(provider) = response.body().provider() {
+            let status = response.status().as_u16();
+            response
+                .extensions_mut()
+                .insert(UpstreamFacts { provider, status });
+        }
+        response
+    }
 }
 
-impl<B> Service<Request<B>> for Forward {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+/// The body of an [`Answer`], which knows the call's usage.
+#[derive(Debug)]
+pub enum AnswerBody {
+    /// A JSON answer, whole, and its usage.
+    Whole {
+        /// The body, until it is sent.
+        body: Option<Bytes>,
+        /// The usage it reported, and its provider.
+        report: Report,
+    },
+    /// An event stream, whose usage is read as it passes.
+    Stream {
+        /// The stream.
+        sse: SseBody,
+        /// The provider that answered.
+        provider: Arc<str>,
+    },
+    /// No provider answered: the error the ErrorEnvelope layer renders.
+    Refused,
+}
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
+impl AnswerBody {
+    /// The provider that answered, if one did.
+    pub fn provider(&self) -> Option<Arc<str>> {
+        match self {
+            AnswerBody::Whole { report, .. } => Some(Arc::from(report.provider.as_str())),
+            AnswerBody::Stream { provider, .. } => Some(provider.clone()),
+            AnswerBody::Refused => None,
+        }
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let chat = request.extensions().get::<Arc<ApiRequest>>().cloned();
-        let reporter = request.extensions().get::<UsageReporter>().cloned();
-        let request_id = request
-            .extensions()
-            .get::<RequestId>()
-            .copied()
-            .unwrap_or_else(RequestId::new_v7);
-        let trace_id = request.extensions().get::<TraceId>().copied();
-        // The request span's id and sampling decision, when trace export put them there.
-        let trace_parent = request.extensions().get::<TraceParent>().copied();
-        let anthropic_beta = request.headers().get("anthropic-beta").cloned();
-        let outcome = request.extensions().get::<StreamOutcome>().cloned();
-        let org_id = request
-            .extensions()
-            .get::<svc_tower::context::OrgContext>()
-            .map(|org| org.org_id);
-        let registry = self.registry.clone();
-        let docs_base = self.docs_base.clone();
-        let drain = self.drain.clone();
-        Box::pin(async move {
-            let Some(chat) = chat else {
-                tracing::error!("forward service called without a validated request");
-                return Ok(
-                    ApiError::new(ErrorCode::InternalError).into_response_with(Body::empty())
-                );
-            };
-            let call = CallInfo {
-                request_id: Some(request_id.to_string()),
-                trace_id,
-                trace_parent,
-                anthropic_beta,
-                org_id,
-            };
-            let waited = std::time::Instant::now();
-            let reply = registry.complete(&chat, &call).await;
-            let wait = ProviderWait(waited.elapsed());
-            let (reply, reporter, provider) = match reply {
-                Ok((reply, provider)) => (
-                    Ok(reply),
-                    reporter.map(|r| r.for_provider(provider)),
-                    Some(Arc::<str>::from(provider)),
-                ),
-                Err(error) => (Err(error), reporter, None),
-            };
-            let mut response = match reply {
-                Ok(ProviderReply::Json { status, body }) => {
-                    if let Some(reporter) = &reporter {
-                        let (usage, cached_tokens) = match usage::from_json_with_cached(&body) {
-                            Some((usage, cached)) => (Some(usage), cached),
-                            None => (None, 0),
-                        };
-                        reporter.report(Report {
-                            usage,
-                            cached_tokens,
-                            ..Report::default()
-                        });
-                    }
-                    let mut response = Response::new(Body::from(body));
-                    *response.status_mut() = status;
-                    response.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    );
-                    response
-                }
-                Ok(ProviderReply::Stream { status, events }) => {
-                    let events = crate::deadline::until_deadline(events, &drain);
-                    // A failure is told in the protocol of the route called, whichever provider
-                    // answers it.
-                    SseBody::new(events, request_id.to_string(), docs_base)
-                        .endpoint(chat.endpoint)
-                        .outcome(outcome)
-                        .report_usage(reporter, chat.asks_usage_for_client())
-                        .into_response(status)
-                        .map(Body::new)
-                }
-                Err(error) => {
-                    if let Some(reporter) = &reporter {
-                        reporter.report(Report::default());
-                    }
-                    error.to_api_error().into_response_with(Body::empty())
-                }
-            };
-            response.extensions_mut().insert(wait);
-            if let Some(provider) = provider {
-                let status = response.status().as_u16();
-                response
-                    .extensions_mut()
-                    .insert(UpstreamFacts { provider, status });
+    /// The call's usage so far: all of it once the body has ended.
+    pub fn report(&self) -> Report {
+        match self {
+            AnswerBody::Whole { report, .. } => report.clone(),
+            AnswerBody::Stream { sse, provider } => Report {
+                provider: provider.to_string(),
+                ..sse.report()
+            },
+            AnswerBody::Refused => Report::default(),
+        }
+    }
+}
+
+impl http_body::Body for AnswerBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            AnswerBody::Whole { body, .. } => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
+            AnswerBody::Stream { sse, .. } => Pin::new(sse).poll_frame(cx),
+            AnswerBody::Refused => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            AnswerBody::Whole { body, .. } => body.is_none(),
+            AnswerBody::Stream { sse, .. } => sse.is_end_stream(),
+            AnswerBody::Refused => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            AnswerBody::Whole { body, .. } => {
+                SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64))
             }
-            Ok(response)
-        })
+            AnswerBody::Stream { sse, .. } => sse.size_hint(),
+            AnswerBody::Refused => SizeHint::with_exact(0),
+        }
     }
 }

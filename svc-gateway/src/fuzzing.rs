@@ -19,7 +19,6 @@ use crate::provider::live::messages;
 use crate::provider::{EventStream, anthropic};
 use crate::request::Endpoint;
 use crate::sse::SseBody;
-use crate::usage::UsageReporter;
 use crate::validate;
 
 const ENDPOINTS: [Endpoint; 5] = Endpoint::ALL;
@@ -154,9 +153,7 @@ pub fn sse(data: &[u8]) {
     let out = block_on(plain.collect()).expect("body").to_bytes();
     assert_eq!(out, sent);
 
-    let reporter = UsageReporter::new(|_| {});
-    let observed =
-        SseBody::new(events(chunks), "req".into(), docs).report_usage(Some(reporter), true);
+    let observed = SseBody::new(events(chunks), "req".into(), docs).strip_usage_chunk(true);
     let out = block_on(observed.collect()).expect("body").to_bytes();
     assert!(out.len() <= sent.len());
 }

@@ -10,9 +10,11 @@
 //! Idempotency and the provider.
 
 pub mod access_log;
+pub mod accounting;
 pub mod app;
 pub mod auth;
 pub mod budget;
+pub mod call;
 pub mod config;
 pub mod deadline;
 pub mod error_report;
@@ -34,7 +36,6 @@ pub mod sse;
 mod stream_error;
 pub mod telemetry;
 pub mod token_estimate;
-pub mod token_limit;
 pub mod usage;
 pub mod validate;
 

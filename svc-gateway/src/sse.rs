@@ -35,7 +35,7 @@ use crate::access_log::StreamOutcome;
 use crate::provider::{EventStream, ProviderError};
 use crate::request::Endpoint;
 use crate::session::Usage;
-use crate::usage::{self, Report, UsageReporter};
+use crate::usage::{self, Report};
 
 /// `X-Accel-Buffering`: tells nginx-style proxies in front not to buffer the stream.
 pub static X_ACCEL_BUFFERING: http::HeaderName = http::HeaderName::from_static("x-accel-buffering");
@@ -57,8 +57,6 @@ pub struct SseBody {
     sent_events: u64,
     /// What came after the last event boundary: not sent yet.
     unfinished: BytesMut,
-    /// Where the usage goes when the stream ends.
-    reporter: Option<UsageReporter>,
     /// Drop the chat chunk that only carries usage (the client did not ask for it).
     strip_usage_chunk: bool,
     /// The usage the stream reported so far.
@@ -89,7 +87,6 @@ impl SseBody {
             outcome: None,
             sent_events: 0,
             unfinished: BytesMut::new(),
-            reporter: None,
             strip_usage_chunk: false,
             usage: None,
             cached_tokens: 0,
@@ -110,23 +107,28 @@ impl SseBody {
         self
     }
 
-    /// Reports the stream's usage through `reporter` when it ends; with `strip_usage_chunk`,
-    /// the chat chunk that carries only usage is not passed on.
-    pub fn report_usage(
-        mut self,
-        reporter: Option<UsageReporter>,
-        strip_usage_chunk: bool,
-    ) -> SseBody {
-        self.reporter = reporter;
-        self.strip_usage_chunk = strip_usage_chunk;
+    /// With `strip`, the chat chunk that carries only usage is not passed on (the client did
+    /// not ask for it; the gateway did).
+    pub fn strip_usage_chunk(mut self, strip: bool) -> SseBody {
+        self.strip_usage_chunk = strip;
         self
+    }
+
+    /// The usage read so far and the event bytes sent: the whole call's once the stream has
+    /// ended, what a stream cut short is charged by before that.
+    pub fn report(&self) -> Report {
+        Report {
+            usage: self.usage,
+            streamed_bytes: Some(self.sent_bytes),
+            cached_tokens: self.cached_tokens,
+            ..Report::default()
+        }
     }
 
     /// Reads the usage of the whole events in `data`; drops the usage-only chunk when asked.
     /// Returns `None` when nothing is left to send.
     fn observe(&mut self, data: Bytes) -> Option<Bytes> {
-        let wanted = self.reporter.is_some() || self.strip_usage_chunk;
-        if !wanted || !usage::mentions_usage(&data) {
+        if !usage::mentions_usage(&data) {
             return Some(data);
         }
         let mut kept = BytesMut::new();
@@ -149,18 +151,6 @@ impl SseBody {
             return Some(data);
         }
         (!kept.is_empty()).then(|| kept.freeze())
-    }
-
-    /// Sends the usage read so far, once.
-    fn finish(&mut self) {
-        if let Some(reporter) = self.reporter.take() {
-            reporter.report(Report {
-                usage: self.usage.take(),
-                streamed_bytes: Some(self.sent_bytes),
-                cached_tokens: self.cached_tokens,
-                ..Report::default()
-            });
-        }
     }
 
     /// The streaming response: `text/event-stream`, never cached, never buffered by proxies.
@@ -221,7 +211,6 @@ impl SseBody {
         self.events = None;
         // Give the memory back, not only the length.
         self.unfinished = BytesMut::new();
-        self.finish();
         match events.filter(|e| !e.is_empty()) {
             None => event,
             Some(events) => {
@@ -231,13 +220,6 @@ impl SseBody {
                 both.freeze()
             }
         }
-    }
-}
-
-impl Drop for SseBody {
-    fn drop(&mut self) {
-        // A client that leaves mid-stream still has the tokens sent so far counted.
-        self.finish();
     }
 }
 
@@ -323,7 +305,6 @@ impl Body for SseBody {
                     let tail = self.unfinished.split().freeze();
                     let tail = self.observe(tail).filter(|t| !t.is_empty());
                     self.sent(tail.as_ref());
-                    self.finish();
                     return Poll::Ready(tail.map(|t| Ok(Frame::data(t))));
                 }
                 Poll::Ready(Some(Ok(data))) => {

@@ -1,20 +1,14 @@
 //! What a provider call consumed, learned for every call (streamed or not), for the session
 //! checkpoint and `svc_proxy_tokens_total{kind}`.
 //!
-//! The handler puts a [`UsageReporter`] in the request extensions; the forwarding service
-//! reports through it once the call is over (a JSON answer at once, a stream at its end, an
-//! error with no usage). The report runs the handler's accounting right there, on the task
-//! that ends the call: no task waits per request. A request the provider never saw (a replay,
-//! a conflict) drops the reporter unused, and nothing is accounted.
-
-use std::sync::{Arc, Mutex};
+//! The provider call's answer carries a [`Report`] in its body (a JSON answer's at once, a
+//! stream's as it passes); the accounting around the call reads it where the body ends.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use serde::Deserialize;
-use tokio::sync::oneshot;
 
 use crate::session::Usage;
 
@@ -164,62 +158,12 @@ pub struct Report {
     pub cached_tokens: i64,
 }
 
-type OnReport = Box<dyn FnOnce(Report) + Send>;
-
-/// Hands the call's [`Report`] to the handler; see the [module docs](self).
-#[derive(Clone)]
-pub struct UsageReporter {
-    on_report: Arc<Mutex<Option<OnReport>>>,
-    provider: Option<Arc<str>>,
-}
-
-impl std::fmt::Debug for UsageReporter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UsageReporter")
-            .field("provider", &self.provider)
-            .finish_non_exhaustive()
-    }
-}
-
-impl UsageReporter {
-    /// A reporter that runs `on_report` with its one report. Keep `on_report` short and
-    /// non-blocking: it runs where the call ends, inside a body's poll.
-    pub fn new(on_report: impl FnOnce(Report) + Send + 'static) -> UsageReporter {
-        UsageReporter {
-            on_report: Arc::new(Mutex::new(Some(Box::new(on_report)))),
-            provider: None,
-        }
-    }
-
-    /// A reporter and the receiver of its one report (an error when it was dropped unused).
-    pub fn channel() -> (UsageReporter, oneshot::Receiver<Report>) {
-        let (sender, receiver) = oneshot::channel();
-        let reporter = UsageReporter::new(move |report| {
-            let _ = sender.send(report);
-        });
-        (reporter, receiver)
-    }
-
-    /// The same reporter, naming `provider` in its report: the stream that reports at its end
-    /// does not know which provider it came from.
-    pub fn for_provider(&self, provider: &str) -> UsageReporter {
-        UsageReporter {
-            on_report: self.on_report.clone(),
-            provider: Some(Arc::from(provider)),
-        }
-    }
-
-    /// Reports once; later reports are ignored.
-    pub fn report(&self, mut report: Report) {
-        if let Some(provider) = &self.provider {
-            report.provider = provider.to_string();
-        }
-        let on_report = match self.on_report.lock() {
-            Ok(mut slot) => slot.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        if let Some(on_report) = on_report {
-            on_report(report);
+impl Report {
+    /// The report of an answer from `provider` that told no usage (yet).
+    pub fn answered_by(provider: &str) -> Report {
+        Report {
+            provider: provider.to_owned(),
+            ..Report::default()
         }
     }
 }
@@ -318,24 +262,5 @@ mod tests {
             br#"{"choices":[{"delta":{}}],"usage":null}"#
         ));
         assert!(!mentions_usage(br#"{"content":"no usage here"}"#));
-    }
-
-    #[tokio::test]
-    async fn reports_once_and_an_unused_reporter_says_so() {
-        let (reporter, receiver) = UsageReporter::channel();
-        reporter.report(Report::default());
-        reporter.report(Report {
-            usage: Some(Usage {
-                prompt_tokens: 1,
-                completion_tokens: 1,
-                total_tokens: 2,
-            }),
-            provider: String::new(),
-            ..Report::default()
-        });
-        assert_eq!(receiver.await.unwrap(), Report::default());
-        let (reporter, receiver) = UsageReporter::channel();
-        drop(reporter);
-        assert!(receiver.await.is_err());
     }
 }

@@ -5,10 +5,12 @@
 //! and records them in the usage ledger. A call to a model without a price costs 0 and is
 //! counted in `svc_proxy_unpriced_calls_total`, so an operator sees unpriced traffic.
 //!
-//! This module is the one place the request path asks about money: the handler calls
-//! [`CostMeter::observe`] with each call's report and [`CostMeter::cost`] when it records the
-//! call in the ledger.
+//! Budgets (an org's, an agent's or a token's limit per period, answered by ValidateToken)
+//! are held as spend caps beside the token limit: [`caps`] names their counters and words
+//! their refusal; the accounting around each call reserves its worst-case cost against them and
+//! settles to [`CostMeter::cost`] of what it used.
 
+pub mod caps;
 mod cost;
 mod price;
 

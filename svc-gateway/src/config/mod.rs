@@ -73,6 +73,8 @@ pub struct Config {
     pub default_completion_tokens: u64,
     /// `SVC_RATE_LIMIT_TPM_TIMEOUT`: a reservation's wait on the store before failing open.
     pub rate_limit_tpm_timeout: Duration,
+    /// `SVC_BUDGET_FAIL_OPEN`: let budgeted calls through when the store cannot be reached.
+    pub budget_fail_open: bool,
     /// Rejected tokens per client address per minute; 0 disables the limit.
     pub auth_failures_per_minute: u32,
     /// `SVC_AUTH_REFUSAL_DELAY`: how long after its arrival a refused request is answered.
@@ -158,14 +160,16 @@ impl Config {
             vars.parse_or(SVC_RATE_LIMIT_TPM, None, |v| parse::positive(v).map(Some))?;
         let default_completion_tokens = vars.parse_or(
             SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS,
-            crate::token_limit::DEFAULT_COMPLETION_TOKENS,
+            crate::accounting::hold::DEFAULT_COMPLETION_TOKENS,
             parse::positive,
         )?;
         let rate_limit_tpm_timeout = vars.parse_or(
             SVC_RATE_LIMIT_TPM_TIMEOUT,
-            crate::token_limit::DEFAULT_TIMEOUT,
+            crate::accounting::hold::DEFAULT_TIMEOUT,
             parse::duration,
         )?;
+        let budget_fail_open =
+            vars.parse_or(SVC_BUDGET_FAIL_OPEN, false, svc_runtime::config::parse_bool)?;
         let auth_failures_per_minute = vars.parse_or(
             SVC_AUTH_FAILURES_PER_MINUTE,
             DEFAULT_AUTH_FAILURES_PER_MINUTE,
@@ -248,6 +252,7 @@ impl Config {
             rate_limit_tpm,
             default_completion_tokens,
             rate_limit_tpm_timeout,
+            budget_fail_open,
             auth_failures_per_minute,
             auth_refusal_delay,
             trusted_proxy_header,

@@ -26,6 +26,9 @@ svc_runtime::variables! {
     SVC_RATE_LIMIT_TPM;
     /// How long a tokens-per-minute reservation may wait on the store before failing open.
     SVC_RATE_LIMIT_TPM_TIMEOUT;
+    /// `true` lets a call a budget applies to through, unmetered, when Redis cannot be
+    /// reached; `false` (default) refuses it with 503 BUDGET_UNAVAILABLE.
+    SVC_BUDGET_FAIL_OPEN;
     /// Rejected tokens per client address per minute before 429 (0 disables).
     SVC_AUTH_FAILURES_PER_MINUTE;
     /// How long after its arrival a refused request (401, 429 of the failure limit, 503) is

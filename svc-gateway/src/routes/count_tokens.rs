@@ -8,31 +8,29 @@
 //! mock and OpenAI-compatible targets answer `{"input_tokens": N}` from the gateway's own
 //! upper-bound estimate ([`crate::token_estimate`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use svc_tower::body_limit;
-use tower::ServiceExt;
-use tower::util::BoxCloneSyncService;
 
 use crate::access_log::CallFacts;
+use crate::call::Call;
+use crate::forward::Forward;
 use crate::request::Endpoint;
 use crate::validate;
 
-/// The provider call under the handler, without idempotency.
-pub(crate) type CountService = BoxCloneSyncService<Request, Response<Body>, Infallible>;
-
-/// What the route needs.
+/// What the route needs: the provider call alone, without idempotency or accounting.
 #[derive(Clone)]
 pub(crate) struct CountState {
-    pub(crate) forward: CountService,
+    pub(crate) forward: Forward,
     pub(crate) max_body: usize,
 }
 
 pub(crate) async fn count_tokens(State(state): State<CountState>, request: Request) -> Response {
+    let started = Instant::now();
     let (parts, body) = request.into_parts();
     let bytes = match body_limit::collect(body, state.max_body).await {
         Ok(bytes) => bytes,
@@ -43,12 +41,8 @@ pub(crate) async fn count_tokens(State(state): State<CountState>, request: Reque
         Err(error) => return (*error).into_response_with(Body::empty()),
     };
     let facts = CallFacts::of(&api);
-    let mut inner = Request::from_parts(parts, Body::empty());
-    inner.extensions_mut().insert(api);
-    let mut response = match state.forward.oneshot(inner).await {
-        Ok(response) => response,
-        Err(never) => match never {},
-    };
+    let call = Call::from_parts(&parts, api, started);
+    let mut response = state.forward.answer(&call).await.map(Body::new);
     // The call's line in the access log names the model.
     response.extensions_mut().insert(facts);
     response

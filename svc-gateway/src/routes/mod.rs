@@ -11,7 +11,6 @@ use axum::body::Body;
 use axum::response::Response;
 use svc_tower::error::{ApiError, ErrorCode};
 
-pub use forward::ForwardService;
 pub use openapi::DOCUMENT as OPENAPI_DOCUMENT;
 pub use ops::METRICS_CONTENT_TYPE;
 

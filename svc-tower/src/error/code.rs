@@ -42,6 +42,8 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 429: the org's rate limit, or the provider's, was exceeded.
     RateLimited,
+    /// 429: a money budget that applies to the request cannot hold its worst-case cost.
+    BudgetExceeded,
     /// 400: the provider rejected the payload.
     InvalidRequest,
     /// 500: an unhandled fault.
@@ -56,13 +58,15 @@ pub enum ErrorCode {
     ProviderUnavailable,
     /// 504: the provider did not answer within its deadline.
     ProviderTimeout,
+    /// 503: a budget applies to the request and its store cannot be reached.
+    BudgetUnavailable,
     /// A code outside the tables; always HTTP 500.
     Other(Cow<'static, str>),
 }
 
 impl ErrorCode {
     /// Every code of the tables, in table order (excluding [`ErrorCode::Other`]).
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidJson,
         ErrorCode::ValidationError,
         ErrorCode::MissingAgentId,
@@ -79,6 +83,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::RateLimited,
+        ErrorCode::BudgetExceeded,
         ErrorCode::InvalidRequest,
         ErrorCode::InternalError,
         ErrorCode::ProviderNotConfigured,
@@ -86,6 +91,7 @@ impl ErrorCode {
         ErrorCode::AuthUnavailable,
         ErrorCode::ProviderUnavailable,
         ErrorCode::ProviderTimeout,
+        ErrorCode::BudgetUnavailable,
     ];
 
     /// The UPPER_SNAKE_CASE wire form.
@@ -107,6 +113,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::BudgetExceeded => "BUDGET_EXCEEDED",
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::ProviderNotConfigured => "PROVIDER_NOT_CONFIGURED",
@@ -114,6 +121,7 @@ impl ErrorCode {
             ErrorCode::AuthUnavailable => "AUTH_UNAVAILABLE",
             ErrorCode::ProviderUnavailable => "PROVIDER_UNAVAILABLE",
             ErrorCode::ProviderTimeout => "PROVIDER_TIMEOUT",
+            ErrorCode::BudgetUnavailable => "BUDGET_UNAVAILABLE",
             ErrorCode::Other(code) => code,
         }
     }
@@ -146,12 +154,13 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited | ErrorCode::BudgetExceeded => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::InternalError | ErrorCode::Other(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::ProviderNotConfigured => StatusCode::NOT_IMPLEMENTED,
             ErrorCode::ServiceDegraded
             | ErrorCode::AuthUnavailable
-            | ErrorCode::ProviderUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | ErrorCode::ProviderUnavailable
+            | ErrorCode::BudgetUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::ProviderTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -181,6 +190,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "The request body is too large.",
             ErrorCode::UnsupportedMediaType => "The request body must be application/json.",
             ErrorCode::RateLimited => "Rate limit exceeded.",
+            ErrorCode::BudgetExceeded => "A budget that applies to this request is spent.",
             ErrorCode::InvalidRequest => "The provider rejected the request.",
             ErrorCode::InternalError | ErrorCode::Other(_) => "An internal error occurred.",
             ErrorCode::ProviderNotConfigured => "The requested model is not configured.",
@@ -188,6 +198,7 @@ impl ErrorCode {
             ErrorCode::AuthUnavailable => "Agent validation is temporarily unavailable.",
             ErrorCode::ProviderUnavailable => "The provider is unavailable.",
             ErrorCode::ProviderTimeout => "The provider did not answer in time.",
+            ErrorCode::BudgetUnavailable => "Budgets cannot be checked right now.",
         }
     }
 
@@ -281,6 +292,7 @@ mod tests {
             ("PAYLOAD_TOO_LARGE", 413),
             ("UNSUPPORTED_MEDIA_TYPE", 415),
             ("RATE_LIMITED", 429),
+            ("BUDGET_EXCEEDED", 429),
             ("INTERNAL_ERROR", 500),
             ("PROVIDER_NOT_CONFIGURED", 501),
             ("SERVICE_DEGRADED", 503),
@@ -288,6 +300,7 @@ mod tests {
             ("INVALID_REQUEST", 400),
             ("PROVIDER_UNAVAILABLE", 503),
             ("PROVIDER_TIMEOUT", 504),
+            ("BUDGET_UNAVAILABLE", 503),
         ];
         for (code, status) in table {
             assert_eq!(ErrorCode::parse(code).status().as_u16(), status, "{code}");

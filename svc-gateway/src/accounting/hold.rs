@@ -1,0 +1,384 @@
+//! What a call holds before the provider sees it: its estimated tokens against the tokens-per-
+//! minute limits, and its worst-case cost against every budget that applies, in one atomic
+//! step of the shared store.
+//!
+//! - The token estimate is every part of the request a provider bills (see
+//!   [`crate::token_estimate`]) and `n` times the completion cap (`max_completion_tokens`,
+//!   `max_tokens` or `max_output_tokens`, else `SVC_RATE_LIMIT_DEFAULT_COMPLETION_TOKENS`).
+//! - The worst-case cost is that prompt at the model's input price and that completion cap at
+//!   its output price; a model without a price reserves nothing but is still refused by a
+//!   budget already spent.
+//! - The org's token limit is `SVC_RATE_LIMIT_TPM`, a token's own comes from ValidateToken,
+//!   and so do the budgets (the org's, the agent's, the token's).
+//!
+//! A store that fails or is slow lets a call through unmetered when only token limits apply.
+//! When a budget applies, the call is refused with 503 `BUDGET_UNAVAILABLE` instead (unless
+//! `SVC_BUDGET_FAIL_OPEN=true`): a budget is a promise about money. A budget counter the
+//! store lost is rebuilt from the ledger (GetBudgetSpend) before the call is admitted.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use http::HeaderMap;
+use svc_tower::context::{Budget, OrgContext};
+use svc_tower::error::{ApiError, ErrorCode};
+use svc_tower::grpc::GrpcAuthClient;
+use svc_tower::rate_limit::{
+    CapCharge, CapState, CappedDecision, SpendCap, TokenBudget, TokenBudgetStore, TokenDecision,
+};
+
+use crate::budget::{CallUsage, CostMeter, caps};
+use crate::call::Call;
+use crate::request::ApiRequest;
+use crate::token_estimate;
+use crate::usage::Report;
+
+/// Completion tokens reserved for a request that names no maximum.
+pub const DEFAULT_COMPLETION_TOKENS: u64 = 1024;
+/// How long a reservation may take by default (`SVC_RATE_LIMIT_TPM_TIMEOUT`) before the call
+/// proceeds unmetered (or, under a budget, is refused); a settlement gets four times as long.
+/// Longer than the request limit's 25 ms: a refused burst would otherwise pass unmetered
+/// exactly when it queues for the store, which for a budget is the case that matters.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Where the spend of a budget whose counter was lost is read: the auth service's
+/// GetBudgetSpend, which sums the ledger.
+pub trait SpendSource: Send + Sync + 'static {
+    /// The budgets a call with `token` (acting as `agent`) draws on, each with its spend in
+    /// the current period.
+    fn spend(
+        &self,
+        token: &str,
+        agent: Option<uuid::Uuid>,
+    ) -> futures_util::future::BoxFuture<'static, Option<Vec<(Budget, i64)>>>;
+}
+
+impl SpendSource for GrpcAuthClient {
+    fn spend(
+        &self,
+        token: &str,
+        agent: Option<uuid::Uuid>,
+    ) -> futures_util::future::BoxFuture<'static, Option<Vec<(Budget, i64)>>> {
+        let client = self.clone();
+        let token = token.to_owned();
+        Box::pin(async move { client.budget_spend(&token, agent).await.ok() })
+    }
+}
+
+/// Reserves calls' tokens and money, and settles them.
+#[derive(Clone)]
+pub struct Holder {
+    store: Arc<dyn TokenBudgetStore>,
+    /// The org's tokens per minute; `None` when only tokens' own limits apply.
+    org_limit: Option<u64>,
+    /// Whether token limits are counted at all (not without a shared store, as SPEC's no-op
+    /// limiter); budgets are counted either way.
+    meter_tokens: bool,
+    default_completion: u64,
+    timeout: Duration,
+    budget_fail_open: bool,
+    spend: Option<Arc<dyn SpendSource>>,
+    cost: CostMeter,
+    clock: fn() -> DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Holder")
+            .field("org_limit", &self.org_limit)
+            .field("meter_tokens", &self.meter_tokens)
+            .field("default_completion", &self.default_completion)
+            .field("budget_fail_open", &self.budget_fail_open)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one call holds until it settles.
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    /// The token buckets it drew on.
+    budget: Option<TokenBudget>,
+    /// Tokens reserved.
+    tokens: u64,
+    /// The prompt part of the estimate, for a stream cut short.
+    prompt: u64,
+    /// The token store's answer, for the headers.
+    decision: Option<TokenDecision>,
+    /// Each budget counter drawn on, with the micro-dollars reserved.
+    caps: Vec<(String, u64)>,
+    /// What the tightest budget has left after the reservation, in micro-dollars.
+    remaining_usd_micros: Option<u64>,
+}
+
+impl Holder {
+    /// A holder on `store`: `org_limit` tokens per minute per org (`None`: only tokens' own
+    /// limits apply), pricing with `cost`.
+    pub fn new(
+        store: Arc<dyn TokenBudgetStore>,
+        org_limit: Option<u64>,
+        default_completion: u64,
+        timeout: Duration,
+        cost: CostMeter,
+    ) -> Holder {
+        Holder {
+            store,
+            org_limit,
+            meter_tokens: true,
+            default_completion,
+            timeout,
+            budget_fail_open: false,
+            spend: None,
+            cost,
+            clock: Utc::now,
+        }
+    }
+
+    /// Counts budgets only: token limits need a store shared by every replica.
+    pub fn budgets_only(mut self) -> Holder {
+        self.meter_tokens = false;
+        self
+    }
+
+    /// Lets a budgeted call through when the store cannot be reached
+    /// (`SVC_BUDGET_FAIL_OPEN=true`).
+    pub fn budget_fail_open(mut self, fail_open: bool) -> Holder {
+        self.budget_fail_open = fail_open;
+        self
+    }
+
+    /// Reads lost budget counters' spend from `source`.
+    pub fn spend_source(mut self, source: Arc<dyn SpendSource>) -> Holder {
+        self.spend = Some(source);
+        self
+    }
+
+    /// Reads the time from `clock` (periods start and end by it).
+    pub fn clock(mut self, clock: fn() -> DateTime<Utc>) -> Holder {
+        self.clock = clock;
+        self
+    }
+
+    /// The prompt and completion estimate of `api`.
+    pub fn estimate(&self, api: &ApiRequest) -> (u64, u64) {
+        let prompt = token_estimate::prompt_tokens(&api.json, api.message_count);
+        let completion =
+            token_estimate::completion_tokens(&api.json, api.max_tokens, self.default_completion);
+        (prompt, completion)
+    }
+
+    /// Reserves `call`'s tokens and worst-case cost, or says why not.
+    pub async fn hold(&self, call: &Call) -> Result<Hold, ApiError> {
+        let Some(org) = &call.org else {
+            return Ok(Hold::default());
+        };
+        let budget = TokenBudget {
+            org_id: org.org_id,
+            org_limit: self.org_limit.filter(|_| self.meter_tokens),
+            token_id: org.token_id,
+            token_limit: org.limits.tokens_per_minute.filter(|_| self.meter_tokens),
+        };
+        if !budget.is_limited() && org.budgets.is_empty() {
+            return Ok(Hold::default());
+        }
+        let (prompt, completion) = self.estimate(&call.api);
+        let tokens = prompt.saturating_add(completion);
+        let worst = self.cost.cost(
+            &call.api.model,
+            CallUsage {
+                prompt,
+                cached: 0,
+                completion,
+            },
+        );
+        let worst = u64::try_from(worst).unwrap_or(0);
+        let now = (self.clock)();
+        let mut caps: Vec<SpendCap> = (org.budgets.iter())
+            .map(|b| caps::cap(b, worst, now))
+            .collect();
+        let mut seeded = false;
+        loop {
+            let reserve = self.store.reserve_capped(budget, tokens, caps.clone());
+            let decision = match tokio::time::timeout(self.timeout, reserve).await {
+                Ok(Ok(CappedDecision::Missing(_))) if !seeded => {
+                    seeded = true;
+                    match self.seeds(call, org).await {
+                        Some(seeds) => {
+                            seed(&mut caps, &org.budgets, &seeds, now);
+                            continue;
+                        }
+                        None => return self.unavailable(budget, prompt, "reading spend"),
+                    }
+                }
+                Ok(Ok(CappedDecision::Missing(_))) => {
+                    return self.unavailable(budget, prompt, "rebuilding a counter");
+                }
+                Ok(Ok(CappedDecision::Counted {
+                    tokens: decision,
+                    caps: states,
+                })) => (decision, states),
+                outcome => {
+                    let timed_out = outcome.is_err();
+                    if org.budgets.is_empty() {
+                        warn_fail_open(timed_out, "token rate limit");
+                        return Ok(Hold::unmetered(budget, prompt));
+                    }
+                    return self.unavailable(budget, prompt, "reserving");
+                }
+            };
+            return self.decide(org, budget, tokens, prompt, &caps, decision, now);
+        }
+    }
+
+    /// Settles `hold` to what the call used (its `report`, and `cost` micro-dollars).
+    pub async fn settle(&self, hold: &Hold, report: &Report, cost: u64) {
+        let used = match report {
+            Report {
+                usage: Some(usage), ..
+            } => u64::try_from(usage.prompt_tokens.saturating_add(usage.completion_tokens))
+                .unwrap_or(0),
+            Report {
+                streamed_bytes: Some(bytes),
+                ..
+            } => hold.prompt.saturating_add(bytes.div_ceil(4)),
+            _ => 0,
+        };
+        let charges: Vec<CapCharge> = (hold.caps.iter())
+            .map(|(name, reserved)| CapCharge {
+                name: name.clone(),
+                reserved: *reserved,
+                used: cost,
+            })
+            .collect();
+        let Some(budget) = hold
+            .budget
+            .filter(|b| b.is_limited() || !charges.is_empty())
+        else {
+            return;
+        };
+        let tokens = if hold.decision.is_some() {
+            hold.tokens
+        } else {
+            0
+        };
+        let settle = self.store.settle_capped(budget, tokens, used, charges);
+        if !matches!(
+            tokio::time::timeout(self.timeout * 4, settle).await,
+            Ok(Ok(_))
+        ) {
+            warn_fail_open(false, "settlement");
+        }
+    }
+
+    /// What ValidateToken's budgets spent, from the ledger; `None` when it cannot be read.
+    async fn seeds(&self, call: &Call, org: &OrgContext) -> Option<Vec<(Budget, i64)>> {
+        let (Some(source), Some(credential)) = (&self.spend, &call.credential) else {
+            // No auth service to ask (a test's own stack): the counter starts at zero.
+            return Some(org.budgets.iter().map(|b| (*b, 0)).collect());
+        };
+        let asked = source.spend(credential.expose(), org.agent_id);
+        tokio::time::timeout(self.timeout * 4, asked).await.ok()?
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decide(
+        &self,
+        org: &OrgContext,
+        budget: TokenBudget,
+        tokens: u64,
+        prompt: u64,
+        caps: &[SpendCap],
+        (decision, states): (TokenDecision, Vec<CapState>),
+        now: DateTime<Utc>,
+    ) -> Result<Hold, ApiError> {
+        if !decision.allowed {
+            return Err(decision.rejection());
+        }
+        let tightest = caps::tightest(&org.budgets, &states);
+        if let Some((refusing, state)) = tightest.filter(|(_, state)| !state.fits) {
+            return Err(caps::refusal(refusing, state, now));
+        }
+        Ok(Hold {
+            budget: Some(budget),
+            tokens,
+            prompt,
+            decision: budget.is_limited().then_some(decision),
+            caps: caps
+                .iter()
+                .map(|cap| (cap.name.clone(), cap.amount))
+                .collect(),
+            remaining_usd_micros: tightest.map(|(_, state)| state.remaining()),
+        })
+    }
+
+    /// A budgeted call the store cannot hold: refused, or let through unmetered when so
+    /// configured.
+    fn unavailable(&self, budget: TokenBudget, prompt: u64, doing: &str) -> Result<Hold, ApiError> {
+        warn_fail_open(false, doing);
+        if self.budget_fail_open {
+            return Ok(Hold::unmetered(budget, prompt));
+        }
+        Err(ApiError::new(ErrorCode::BudgetUnavailable))
+    }
+}
+
+/// Seeds every cap with its budget's spend from the ledger.
+fn seed(caps: &mut [SpendCap], budgets: &[Budget], seeds: &[(Budget, i64)], now: DateTime<Utc>) {
+    for (cap, budget) in caps.iter_mut().zip(budgets) {
+        let spent = (seeds.iter())
+            .find(|(seeded, _)| seeded.target == budget.target)
+            .map_or(0, |(_, spent)| *spent);
+        cap.seed = Some(u64::try_from(spent).unwrap_or(0));
+        debug_assert_eq!(cap.name, caps::counter(budget, now));
+    }
+}
+
+impl Hold {
+    /// Nothing counted: the store failed and the call goes on.
+    fn unmetered(budget: TokenBudget, prompt: u64) -> Hold {
+        Hold {
+            budget: None,
+            prompt,
+            decision: budget.is_limited().then(|| budget.unmetered()),
+            ..Hold::default()
+        }
+    }
+
+    /// The token limit's `x-ratelimit-*-tokens` headers and the budget's remaining dollars.
+    pub fn set_headers(&self, headers: &mut HeaderMap) {
+        if let Some(decision) = &self.decision {
+            decision.set_headers(headers);
+        }
+        if let Some(micros) = self.remaining_usd_micros {
+            headers.insert(
+                caps::X_SVC_BUDGET_REMAINING_USD.clone(),
+                caps::remaining_header(micros),
+            );
+        }
+    }
+
+    /// Whether anything was reserved, so something must be settled.
+    pub fn holds_anything(&self) -> bool {
+        self.budget.is_some()
+    }
+}
+
+/// Warns at most every few seconds: a Redis outage must not flood the log.
+fn warn_fail_open(timed_out: bool, doing: &str) {
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = chrono::Utc::now().timestamp();
+    let last = LAST.load(Ordering::Relaxed);
+    if now - last >= 5
+        && LAST
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(
+            timed_out,
+            doing,
+            "the token limit and budget store failed; token limits are not counted, \
+             budgeted calls are refused unless SVC_BUDGET_FAIL_OPEN"
+        );
+    }
+}
