@@ -228,7 +228,7 @@ impl Stack {
             .into_inner()
     }
 
-    async fn admin_client(&self) -> AuthServiceClient<tonic::transport::Channel> {
+    pub async fn admin_client(&self) -> AuthServiceClient<tonic::transport::Channel> {
         let channel =
             tonic::transport::Endpoint::from_shared(format!("http://{}", self.auth.grpc_addr))
                 .expect("endpoint")
@@ -236,6 +236,39 @@ impl Stack {
                 .await
                 .expect("connect to the auth server");
         AuthServiceClient::new(channel)
+    }
+
+    /// Sets a budget of the seeded org as its admin: `scope` org (empty `target_id`), agent
+    /// or token, `limit` micro-dollars per `period`.
+    pub async fn set_budget(&self, scope: &str, target_id: &str, limit: i64, period: &str) {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(svc_proto::v1::SetBudgetRequest {
+            scope: scope.to_owned(),
+            target_id: target_id.to_owned(),
+            limit_usd_micros: limit,
+            period: period.to_owned(),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client.set_budget(request).await.expect("SetBudget");
+    }
+
+    /// The seeded org's budgets with their spend, from ListBudgets.
+    pub async fn budgets(&self) -> Vec<svc_proto::v1::Budget> {
+        let mut client = self.admin_client().await;
+        let mut request = tonic::Request::new(svc_proto::v1::ListBudgetsRequest {});
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.seed.admin_token).parse().unwrap(),
+        );
+        client
+            .list_budgets(request)
+            .await
+            .expect("ListBudgets")
+            .into_inner()
+            .budgets
     }
 
     /// The seeded admin's GetUsage of `org_id` (empty: its own) grouped by `group_by`, one page.
