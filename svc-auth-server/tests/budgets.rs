@@ -235,3 +235,97 @@ async fn budgets_need_budget_manage_and_well_formed_requests() {
         assert_eq!(refused.code(), Code::InvalidArgument, "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spend() {
+    let mut h = start().await;
+    let admin = h.seed.admin_token.clone();
+    let agent = agent_id(&h.seed, "active");
+    let other_agent = agent_id(&h.seed, "paused");
+    let created = create_token(&mut h.client, &admin, create_request(h.seed.org_id, 1))
+        .await
+        .unwrap();
+    let token_id: Uuid = created.token_id.parse().unwrap();
+    for request in [
+        set("org", "", 5_000_000, "total"),
+        set("agent", &agent.to_string(), 1_000, "day"),
+        set("agent", &other_agent.to_string(), 7, "day"),
+        set("token", &created.token_id, 300, "total"),
+    ] {
+        h.client.set_budget(bearer(request, &admin)).await.unwrap();
+    }
+    let validate = |agent: Option<Uuid>| v1::ValidateTokenRequest {
+        access_token: created.token.clone(),
+        agent_id: agent.map(|a| a.to_string()),
+    };
+    let scopes = |budgets: &[v1::Budget]| {
+        let mut scopes: Vec<(String, i64)> = budgets
+            .iter()
+            .map(|b| (b.scope.clone(), b.limit_usd_micros))
+            .collect();
+        scopes.sort();
+        scopes
+    };
+    // Acting as the active agent: the org's, that agent's and the token's, never another
+    // agent's, and no spend (ValidateToken reads no ledger).
+    let answer = h
+        .client
+        .validate_token(validate(Some(agent)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        scopes(&answer.budgets),
+        [
+            ("agent".to_owned(), 1_000),
+            ("org".to_owned(), 5_000_000),
+            ("token".to_owned(), 300)
+        ]
+    );
+    assert!(answer.budgets.iter().all(|b| b.spent_usd_micros.is_none()));
+    // Without an agent, a token bound to none draws on the org's and its own.
+    let answer = h
+        .client
+        .validate_token(validate(None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        scopes(&answer.budgets),
+        [("org".to_owned(), 5_000_000), ("token".to_owned(), 300)]
+    );
+
+    spend(&h, Some(agent), token_id, 120, 0).await;
+    spend(&h, Some(agent), token_id, 1_000, 2).await;
+    let spent = h
+        .client
+        .get_budget_spend(validate(Some(agent)))
+        .await
+        .unwrap()
+        .into_inner()
+        .budgets;
+    let mut spent: Vec<(String, Option<i64>)> = spent
+        .into_iter()
+        .map(|b| (b.scope, b.spent_usd_micros))
+        .collect();
+    spent.sort();
+    assert_eq!(
+        spent,
+        [
+            ("agent".to_owned(), Some(120)),
+            ("org".to_owned(), Some(1_120)),
+            ("token".to_owned(), Some(1_120))
+        ],
+        "a day's spend is today's; a total counts the older call too"
+    );
+    // The token is the credential: a wrong one learns nothing.
+    let refused = h
+        .client
+        .get_budget_spend(v1::ValidateTokenRequest {
+            access_token: "svc_pat_not_a_token".into(),
+            agent_id: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+}

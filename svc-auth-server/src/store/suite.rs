@@ -729,6 +729,21 @@ async fn budgets_are_set_replaced_listed_and_deleted_within_the_org<S: Store>(st
     assert!(listed.iter().all(|b| b.spent_usd_micros == 0));
     assert!(store.list_budgets(other, now).await.unwrap().is_empty());
 
+    // A validation read carries the budgets a call draws on: the org's, the token's and the
+    // agent's it acts as.
+    let (record, _) = store
+        .token_with_agent(token_id, agent_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut read = record.budgets.clone();
+    read.sort_by_key(|b| b.target.scope());
+    assert_eq!(read, vec![replaced, org, on_token]);
+    let record = store.token_for_validation(token_id).await.unwrap().unwrap();
+    assert_eq!(record.budgets.len(), 2, "no agent: {:?}", record.budgets);
+    let spend = store.budget_spend(org_id, read, now).await.unwrap();
+    assert!(spend.iter().all(|b| b.spent_usd_micros == 0));
+
     let delete = |target| store.delete_budget(org_id, target, audit(AuditAction::BudgetDelete));
     assert!(delete(BudgetTarget::Agent(agent_id)).await.unwrap());
     assert!(

@@ -382,3 +382,99 @@ fn warn_fail_open(timed_out: bool, doing: &str) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicI64;
+
+    use bytes::Bytes;
+    use chrono::TimeZone;
+    use svc_tower::context::{BudgetPeriod, BudgetTarget, Permissions};
+    use svc_tower::rate_limit::RedisTokenBudgetStore;
+    use svc_tower::store::RedisPool;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::config::{DEFAULT_PROVIDER_TIMEOUT, LlmMode, ProviderConfig};
+    use crate::provider::Registry;
+    use crate::request::Endpoint;
+
+    /// The test's clock, in Unix seconds.
+    static NOW: AtomicI64 = AtomicI64::new(0);
+
+    fn clock() -> DateTime<Utc> {
+        DateTime::from_timestamp(NOW.load(Ordering::SeqCst), 0).expect("a time")
+    }
+
+    fn call(org: OrgContext) -> Call {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-type", "application/json".parse().unwrap());
+        let body = Bytes::from_static(
+            br#"{"model":"svc-mock-1","messages":[{"role":"user","content":"hi"}],"max_tokens":10}"#,
+        );
+        let api = crate::validate::request(Endpoint::ChatCompletions, &headers, body).unwrap();
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(org);
+        Call::from_parts(&parts, Arc::new(api), std::time::Instant::now())
+    }
+
+    #[tokio::test]
+    async fn a_day_budget_spent_out_is_usable_again_when_the_day_changes() {
+        NOW.store(
+            Utc.with_ymd_and_hms(2026, 11, 25, 23, 59, 0)
+                .unwrap()
+                .timestamp(),
+            Ordering::SeqCst,
+        );
+        let registry = Registry::from_config(&ProviderConfig {
+            mode: LlmMode::Mock,
+            base_url: None,
+            api_key: None,
+            timeout: DEFAULT_PROVIDER_TIMEOUT,
+            models: vec!["svc-mock-1".to_owned()],
+            file: None,
+        })
+        .unwrap();
+        let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
+        let store = Arc::new(RedisTokenBudgetStore::new(
+            pool,
+            svc_testkit::redis_prefix(),
+        ));
+        let holder = Holder::new(
+            store,
+            None,
+            DEFAULT_COMPLETION_TOKENS,
+            Duration::from_secs(5),
+            CostMeter::new(registry),
+        )
+        .clock(clock);
+        let org_id = Uuid::new_v4();
+        let probe = call(OrgContext::new(
+            org_id,
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        ));
+        let (prompt, completion) = holder.estimate(&probe.api);
+        // The mock's $1 in, $2 out per million tokens: a budget of exactly one call.
+        let worst = i64::try_from(prompt + 2 * completion).unwrap();
+        let budget = Budget {
+            target: BudgetTarget::Org,
+            limit_usd_micros: worst,
+            period: BudgetPeriod::Day,
+        };
+        let org = OrgContext::new(org_id, Permissions::CHAT_COMPLETIONS, Uuid::new_v4())
+            .with_budgets(vec![budget]);
+        let first = holder.hold(&call(org.clone())).await.unwrap();
+        let mut headers = HeaderMap::new();
+        first.set_headers(&mut headers);
+        assert_eq!(headers[&caps::X_SVC_BUDGET_REMAINING_USD], "0");
+        let refused = holder.hold(&call(org.clone())).await.unwrap_err();
+        assert_eq!(refused.code(), &ErrorCode::BudgetExceeded);
+        // A minute to midnight: the client is told to come back in a minute.
+        assert_eq!(refused.headers()[http::header::RETRY_AFTER], "60");
+
+        NOW.fetch_add(61, Ordering::SeqCst);
+        let next_day = holder.hold(&call(org)).await;
+        assert!(next_day.is_ok(), "{next_day:?}");
+    }
+}
