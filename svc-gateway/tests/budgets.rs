@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use support::stack::{Stack, body};
-use support::{LIVE_MODEL, Reply, Script, client, completion, send};
+use support::{LIVE_MODEL, Reply, Script, chunk, client, completion, next_data, open, send};
 use svc_testkit::RedisCluster;
 
 const PRICE: &str = "{ input = 1.0, output = 1.0 }";
@@ -327,4 +327,37 @@ async fn a_replay_is_not_charged_twice() {
         1_000 - 100 - WORST_CASE,
         "one charge, not two"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_cut_short_is_charged_for_what_was_sent() {
+    let first = chunk(&"x".repeat(1600));
+    let stack = Stack::start(Script::Stream {
+        before: vec![first.clone()],
+        after: vec![chunk("never sent")],
+        fail: false,
+    })
+    .await;
+    stack.set_budget("org", "", 1_000_000, "day").await;
+    let gateway = stack.gateway_priced(Some(PRICE), &[]).await;
+    let mut streamed = chat_body();
+    streamed["stream"] = serde_json::json!(true);
+    let request = stack.chat(&gateway).body(body(&streamed)).unwrap();
+    let response = open(&client(), request).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["x-svc-budget-remaining-usd"],
+        "0.9999",
+        "the worst case is held"
+    );
+    let mut stream = response.into_body();
+    let data = tokio::time::timeout(Duration::from_secs(10), next_data(&mut stream))
+        .await
+        .expect("the first chunk arrives")
+        .expect("a chunk");
+    assert_eq!(data, first.as_bytes());
+    drop(stream);
+    // The prompt estimate (5 tokens) and a token per four bytes passed on, at $1 per million.
+    let charged = 5 + i64::try_from(first.len().div_ceil(4)).unwrap();
+    assert_eq!(spent(&stack, "org", charged).await, charged);
 }
