@@ -391,7 +391,6 @@ impl Gateway {
                 endpoint,
                 idempotency: idempotency.clone(),
                 accounting: accounting.clone(),
-                max_body: config.max_request_body_bytes,
             };
             post(routes::forward::forward)
                 .with_state(state)
@@ -441,7 +440,6 @@ impl Gateway {
         let count_tokens = post(routes::count_tokens::count_tokens)
             .with_state(CountState {
                 forward: self.forward(),
-                max_body: config.max_request_body_bytes,
             })
             .route_layer(
                 ServiceBuilder::new()
@@ -466,7 +464,6 @@ impl Gateway {
             sessions: self.mcp_sessions(),
             metrics: self.mcp_metrics.clone(),
             ledger: self.ledger.clone(),
-            max_body: config.max_request_body_bytes,
         })
         .route_layer(
             ServiceBuilder::new()

@@ -152,7 +152,6 @@ pub(crate) struct McpState {
     pub(crate) metrics: McpMetrics,
     /// Where each tool call is recorded, when the gateway keeps a ledger.
     pub(crate) ledger: Option<crate::ledger::Ledger>,
-    pub(crate) max_body: usize,
 }
 
 /// A 401 names the scheme it wants (`WWW-Authenticate: Bearer`), as MCP clients expect.

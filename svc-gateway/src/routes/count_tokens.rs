@@ -26,13 +26,12 @@ use crate::validate;
 #[derive(Clone)]
 pub(crate) struct CountState {
     pub(crate) forward: Forward,
-    pub(crate) max_body: usize,
 }
 
 pub(crate) async fn count_tokens(State(state): State<CountState>, request: Request) -> Response {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
-    let bytes = match body_limit::collect(body, state.max_body).await {
+    let bytes = match body_limit::collect(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response_with(Body::empty()),
     };

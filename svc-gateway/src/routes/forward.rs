@@ -36,15 +36,14 @@ pub(crate) struct ForwardState {
     pub(crate) endpoint: Endpoint,
     pub(crate) idempotency: IdempotencyLayer,
     pub(crate) accounting: Accounting,
-    pub(crate) max_body: usize,
 }
 
 pub(crate) async fn forward(State(state): State<ForwardState>, request: Request) -> Response {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
-    // BodyLimit refuses a declared length up front; reading through the limit here turns a
-    // streamed body that grows past it into the same 413.
-    let bytes = match body_limit::collect(body, state.max_body).await {
+    // BodyLimit in front refuses a declared length up front and bounds the body it passes on:
+    // reading it here turns a streamed body that grows past the limit into the same 413.
+    let bytes = match body_limit::collect(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(error) => return error.into_response_with(Body::empty()),
     };
