@@ -190,9 +190,7 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
         caps: Vec<SpendCap>,
     ) -> StoreFuture<CappedDecision> {
         if !caps.is_empty() {
-            return Box::pin(std::future::ready(Err(StoreError::new(
-                "this store keeps no spend caps",
-            ))));
+            return no_caps();
         }
         let reserve = self.reserve(budget, tokens);
         Box::pin(async move {
@@ -213,12 +211,17 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
         caps: Vec<CapCharge>,
     ) -> StoreFuture<TokenDecision> {
         if !caps.is_empty() {
-            return Box::pin(std::future::ready(Err(StoreError::new(
-                "this store keeps no spend caps",
-            ))));
+            return no_caps();
         }
         self.settle(budget, reserved, used)
     }
+}
+
+/// The answer of a store that keeps no spend caps when asked for one.
+fn no_caps<T: Send + 'static>() -> StoreFuture<T> {
+    Box::pin(std::future::ready(Err(StoreError::new(
+        "this store keeps no spend caps",
+    ))))
 }
 
 impl<S: TokenBudgetStore + ?Sized> TokenBudgetStore for Arc<S> {
