@@ -16,11 +16,14 @@
 //! - a flood: the real token at one connection, alone and then while 16 connections send
 //!   wrong secrets on its id and well-formed tokens with random ids as fast as they are
 //!   answered (the gateway's per-address limit on failed authentications is off, so the flood
-//!   reaches the auth server): its p99 each way.
+//!   reaches the auth server): its p99 each way;
+//! - budgets: the added p50 and p99 at one connection without a money budget and then with an
+//!   org budget, in the same run.
 //!
 //! Everything listens on 127.0.0.1; everything it started is stopped, and the database and the
 //! Redis keys are removed, when it ends.
 
+mod budget;
 pub mod open_loop;
 pub mod procs;
 pub(crate) mod run;

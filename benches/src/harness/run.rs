@@ -167,6 +167,7 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
     let seed: serde_json::Value =
         serde_json::from_str(&seed).map_err(|e| format!("seed output: {e}"))?;
     let token = seed["chat_token"].as_str().unwrap_or_default().to_owned();
+    let admin_token = seed["admin_token"].as_str().unwrap_or_default().to_owned();
     let agent = seed["agents"][0]["agent_id"]
         .as_str()
         .unwrap_or_default()
@@ -329,6 +330,10 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
     }
     println!();
     flood(config, &through, &token).await?;
+    println!();
+    // Last: the budget stays set for the rest of the run.
+    super::budget::cost_of_budgets(config.requests, &direct, &through, grpc_port, &admin_token)
+        .await?;
     let rss_end = rss_kib(group.gateway);
     if let (Some(start), Some(end)) = (rss_start, rss_end) {
         println!(
@@ -339,6 +344,25 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
     }
     drop((gateway, auth, upstream));
     Ok(())
+}
+
+/// `requests` straight to the upstream and then through the gateway at one connection, each
+/// after a tenth as many to warm up.
+pub(crate) async fn run_phase(
+    direct: &Target,
+    through: &Target,
+    requests: usize,
+) -> (PhaseStats, PhaseStats) {
+    let plan = |requests| Plan {
+        requests,
+        concurrency: 1,
+        idempotency: false,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(120),
+    };
+    client::run(direct, plan(requests / 10)).await;
+    let direct_stats = client::run(direct, plan(requests)).await;
+    client::run(through, plan(requests / 10)).await;
+    (direct_stats, client::run(through, plan(requests)).await)
 }
 
 async fn closed_loop(
@@ -464,7 +488,7 @@ async fn flood(config: &HarnessConfig, through: &Target, token: &str) -> Result<
     Ok(())
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
