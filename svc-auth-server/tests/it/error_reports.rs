@@ -2,11 +2,9 @@
 //! server fault (the database cut away under a ValidateToken) becomes one event tagged with the
 //! method and the caller's trace id and carrying no token; a rejected token becomes none.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use svc_auth_server::pat::Pat;
 use svc_proto::v1;
 use svc_testkit::FaultProxy;

@@ -3,13 +3,11 @@
 //! server before the flood) keeps validating. Prints the real token's p99 with and without the
 //! flood, measured in this one run.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use svc_auth_server::pat::Pat;
 use tonic::Code;
 use uuid::Uuid;

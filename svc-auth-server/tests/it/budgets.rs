@@ -1,9 +1,7 @@
 //! Money budgets over gRPC on loopback against PostgreSQL: set, replace, list with the
 //! ledger's spend, delete, the permission they need, other orgs' targets, and the audit trail.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use svc_core::permissions::Permissions;
 use svc_proto::v1;
 use tonic::Code;

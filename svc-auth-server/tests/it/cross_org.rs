@@ -1,9 +1,7 @@
 //! Tenant isolation through the API: org A's admin can do nothing in org B, and agents are
 //! validated against the token's org. Cross-org is always PermissionDenied, never NotFound.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use svc_proto::v1;
 use tonic::Code;
 use uuid::Uuid;

@@ -1,11 +1,9 @@
 //! The real binary: configuration errors, the unmigrated-database refusal, migrate, seed and
 //! its refusals, and what `serve` writes to its logs.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use svc_auth_server::pat::Pat;
 use svc_proto::v1;

@@ -1,13 +1,12 @@
 //! The HTTP ops routes and the standard gRPC services (health, reflection).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use svc_auth_server::{Config, Server};
 use svc_proto::v1;
+use svc_testkit::FaultProxy;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -54,7 +53,7 @@ async fn ready_checks_postgres_and_grpc() {
 #[tokio::test]
 async fn ready_is_503_when_postgres_is_unreachable() {
     let db = migrated_db().await;
-    let (proxy, dsn) = through_proxy(db.url()).await;
+    let (proxy, dsn) = FaultProxy::for_postgres(db.url()).await;
     let mut config = Config::local(dsn.clone());
     config.pool.acquire_timeout = Duration::from_millis(200);
     let server = Server::start(config).await.unwrap();

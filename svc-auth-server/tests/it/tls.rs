@@ -1,12 +1,10 @@
 //! gRPC over mutual TLS: a client with a certificate from the configured CA is served; a
 //! client without one, or speaking plaintext, is not.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use svc_auth_server::config::TlsFiles;
 use svc_auth_server::{Config, Server};
 use svc_proto::v1::ValidateTokenRequest;

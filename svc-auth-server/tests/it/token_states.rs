@@ -2,16 +2,14 @@
 //! wrong secrets never pass, revocation is immediate across processes, a down database fails
 //! closed, unknown ids cost no hashing.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use chrono::Utc;
-use common::*;
 use svc_auth_server::Server;
 use svc_auth_server::pat::Pat;
 use svc_proto::v1;
-use svc_testkit::eventually;
+use svc_testkit::{FaultProxy, eventually};
 use tonic::Code;
 use uuid::Uuid;
 
@@ -217,7 +215,7 @@ async fn a_token_revoked_through_one_process_is_rejected_at_once_by_another() {
 #[tokio::test]
 async fn an_unreachable_database_fails_closed() {
     let db = migrated_db().await;
-    let (proxy, proxied) = through_proxy(db.url()).await;
+    let (proxy, proxied) = FaultProxy::for_postgres(db.url()).await;
     let mut config = svc_auth_server::Config::local(proxied);
     config.pool.acquire_timeout = Duration::from_millis(300);
     let server = Server::start(config.clone()).await.unwrap();

@@ -193,11 +193,6 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, Vec<(String, String
     (status, headers, body.to_owned())
 }
 
-/// A FaultProxy in front of the database of `dsn`, and the DSN going through it.
-pub async fn through_proxy(dsn: &str) -> (svc_testkit::FaultProxy, String) {
-    svc_testkit::FaultProxy::for_postgres(dsn).await
-}
-
 /// The real binary.
 pub const BIN: &str = env!("CARGO_BIN_EXE_svc-auth-server");
 

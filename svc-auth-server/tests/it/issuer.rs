@@ -2,10 +2,8 @@
 //! CreateToken clamps the expiry to the issuer's, binds the issuer's agent, and records the
 //! issuer, which ListTokens shows; a child's rate limits are clamped to its issuer's.
 
-mod common;
-
+use crate::common::*;
 use chrono::{DateTime, Duration, Utc};
-use common::*;
 use prost_types::Timestamp;
 use svc_proto::v1;
 use tonic::Code;

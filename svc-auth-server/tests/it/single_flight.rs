@@ -2,9 +2,7 @@
 //! arrive together: concurrent callers share one run, and a wrong secret never shares the run
 //! of a right one.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use futures_util::future::join_all;
 use svc_auth_server::pat::Pat;
 use tonic::Code;

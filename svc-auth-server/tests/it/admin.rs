@@ -1,10 +1,8 @@
 //! CreateToken, RevokeToken and ListTokens: admin authentication, permission bits, argument
 //! checks and pagination.
 
-mod common;
-
+use crate::common::*;
 use chrono::{Duration, Utc};
-use common::*;
 use svc_auth_server::store::{NewToken, Store};
 use svc_core::permissions::Permissions;
 use svc_proto::v1;

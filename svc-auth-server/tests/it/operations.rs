@@ -1,11 +1,9 @@
 //! Running an org for real, over gRPC on loopback against PostgreSQL: agents and their status,
 //! users, tokens bound to them, and the audit trail every administrative act leaves.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use svc_core::permissions::Permissions;
 use svc_proto::v1;
 use tonic::Code;

@@ -5,11 +5,9 @@
 //! installed here sees every line the server writes for these calls, in the production JSON
 //! format.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use svc_auth_server::pat::Pat;
 use svc_auth_server::telemetry::{self, LogFormat, LogLevel, LogSettings};

@@ -5,14 +5,12 @@
 //! flood (a restart: every token is cold there, the flood's ids included). The flood's refusals
 //! say that its own org's share is spent, which the gateway counts against its address.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use svc_auth_server::grpc::status::COLD_SHARE_SPENT;
 use svc_auth_server::pat::Pat;
 use svc_auth_server::{RunningServer, Server};

@@ -3,14 +3,12 @@
 //! window. The client answers every keepalive ping, so only the streams' stall can close it.
 //! Meanwhile a normal ValidateToken answers, and its long-lived connection outlives the stalls.
 
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use futures_util::StreamExt;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};

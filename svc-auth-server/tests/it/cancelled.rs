@@ -1,11 +1,9 @@
 //! Argon2 work survives cancellation: when the caller's deadline drops a ValidateToken call
 //! mid-hash, the run goes on, its verdict is recorded, and the next call finds it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use svc_auth_server::pat::Pat;
 use svc_auth_server::verify::Argon2Params;
 use svc_proto::v1;
