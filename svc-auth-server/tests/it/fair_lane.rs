@@ -172,6 +172,7 @@ fn report(server: &str, tokens: usize, calls: &FirstCalls, flood: &Tally) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_orgs_first_calls_pass_one_orgs_flood_before_and_after_a_restart() {
+    let _turn = flood_turn().await;
     let mut h = start().await;
     let mut flood_ids = Vec::new();
     for _ in 0..FLOOD_IDS {

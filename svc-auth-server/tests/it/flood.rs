@@ -64,6 +64,7 @@ async fn p99_of(client: &mut Client, token: &str) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_token_keeps_validating_through_a_wrong_secret_flood() {
+    let _turn = flood_turn().await;
     let mut h = start().await;
     let real = fresh_token(&mut h).await;
     let real_id = Pat::parse(&real).unwrap().token_id();

@@ -82,7 +82,7 @@ async fn validate_calls_log_the_callers_trace_id_and_never_the_token() {
         level: LogLevel::Debug,
         format: LogFormat::Json,
     };
-    let _logging = tracing::subscriber::set_default(telemetry::subscriber(&settings, logs.clone()));
+    let _logging = logs_of_this_thread(telemetry::subscriber(&settings, logs.clone()));
 
     let mut h = start().await;
     let chat = h.seed.chat_token.clone();

@@ -255,3 +255,33 @@ pub async fn serve_binary(vars: &[(&str, &str)]) -> Serving {
         logs,
     }
 }
+
+/// `subscriber` as this thread's default while the guard lives, seeing every span and event of
+/// this thread although the other tests of the binary log on theirs.
+///
+/// `tracing` caches, per callsite, whether any subscriber is interested. While only one
+/// subscriber is registered, a callsite first reached on another thread is asked of that
+/// thread's default (none) and cached as never, for every thread. With a second one registered
+/// first, every callsite is asked of all of them when `subscriber` registers, and later ones
+/// too, so the answer is "sometimes" and each thread's own default decides.
+pub fn logs_of_this_thread(subscriber: impl tracing::Subscriber + Send + Sync) -> ThreadLogs {
+    let second = tracing::Dispatch::new(tracing_subscriber::registry());
+    ThreadLogs {
+        _default: tracing::subscriber::set_default(subscriber),
+        _second: second,
+    }
+}
+
+/// See [`logs_of_this_thread`].
+pub struct ThreadLogs {
+    _default: tracing::subscriber::DefaultGuard,
+    _second: tracing::Dispatch,
+}
+
+/// Held by a test that floods a server for its whole run: the flood is sized to the machine's
+/// cores, and two at once (the tests of this binary run side by side) would starve each
+/// other's servers of the database.
+pub async fn flood_turn() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
