@@ -289,7 +289,12 @@ async fn within<T>(what: &str, call: impl std::future::Future<Output = T>) -> (T
     (result, started.elapsed())
 }
 
+// The peaks are counted from the clients' side, where a close is seen a little late, and the
+// cap is reached exactly: beside other tests of the binary, on two cores, the late closes
+// overlap the next connections and the count runs past the cap. `scripts/test` runs it alone:
+// `cargo test -p svc-gateway --test it -- --ignored --test-threads=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run alone: a flood at the connection caps, counted from the clients' side"]
 async fn slow_and_silent_clients_cannot_lock_out_a_normal_client() {
     let limit = raise_fd_limit(((SLOW_READERS + SILENT) * 2 + 2_000) as u64);
     eprintln!("file descriptor limit: {limit}");
