@@ -1,6 +1,6 @@
 """The official OpenAI Python SDK against svc-gateway, unchanged.
 
-Run by tests/openai_sdk.rs: `python openai_sdk.py CONFIG.json`, where the file holds
+Run by tests/it/openai_sdk.rs: `python openai_sdk.py CONFIG.json`, where the file holds
 {base_url, token, agent_id, suspended_agent_id, model, hold_model, release_model, cut_model}. Every check
 records what the SDK observed, never a verdict: the Rust side asserts, so each observation can
 fail there. The whole result is one JSON object on stdout.

@@ -1,6 +1,6 @@
 // The official OpenAI Node SDK against svc-gateway, unchanged.
 //
-// Run by tests/openai_sdk_node.rs: `node openai_sdk_node.mjs CONFIG.json`, where the file holds
+// Run by tests/it/openai_sdk_node.rs: `node openai_sdk_node.mjs CONFIG.json`, where the file holds
 // {prefix, base_url, token, agent_id, model}; `prefix` is where `npm install openai` put the
 // SDK. Each check records what the SDK made of the answers; the Rust side asserts. The result
 // is one JSON object on stdout.

@@ -1,6 +1,6 @@
 """The whole OpenAI surface through svc-gateway, with the official Python SDK, unchanged.
 
-Run by tests/openai_sdk_surface.rs: `python openai_sdk_surface.py CONFIG.json`, where the file
+Run by tests/it/openai_sdk_surface.rs: `python openai_sdk_surface.py CONFIG.json`, where the file
 holds {base_url, token, agent_id, model, embedding_model}. Each check records what the SDK made
 of the answers, never a verdict: the Rust side asserts. A transport hook records every
 exchange (the request body as sent, its Authorization and Idempotency-Key, the answer's status

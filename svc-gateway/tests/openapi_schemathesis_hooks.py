@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/openapi_schemathesis.rs: what the document cannot know about
+"""Schemathesis hooks for tests/it/openapi_schemathesis.rs: what the document cannot know about
 one deployment.
 
 - Its model registry. A generated model names no registered model, and the gateway answers

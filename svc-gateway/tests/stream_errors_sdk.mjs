@@ -1,6 +1,6 @@
 // The official OpenAI Node SDK, unchanged, on streams that break midway.
 //
-// Run by tests/stream_errors_sdk.rs: `node stream_errors_sdk.mjs CONFIG.json`, where the file
+// Run by tests/it/stream_errors_sdk.rs: `node stream_errors_sdk.mjs CONFIG.json`, where the file
 // holds {prefix, base_url, token, agent_id, model}; `prefix` is where `npm install openai` put
 // the SDK. For each route it records whether the SDK threw, with what class, code and request
 // id, and the text it had before; the Rust side asserts. The result is one JSON object on stdout.

@@ -1,6 +1,6 @@
 """The official Anthropic and OpenAI Python SDKs, unchanged, on streams that break midway.
 
-Run by tests/stream_errors_sdk.rs: `python stream_errors_sdk.py CONFIG.json`, where the file
+Run by tests/it/stream_errors_sdk.rs: `python stream_errors_sdk.py CONFIG.json`, where the file
 holds {base_url, token, agent_id, model}. For each route it records whether the SDK raised, with
 what class, code and request id, and the text it had before; the Rust side asserts. The result
 is one JSON object on stdout.

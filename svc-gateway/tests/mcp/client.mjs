@@ -1,6 +1,6 @@
 // The official MCP TypeScript SDK (npm `@modelcontextprotocol/sdk`) against svc-gateway.
 //
-// Run by tests/mcp.rs: `node client.mjs CONFIG.json`, where the file holds {prefix, url, token,
+// Run by tests/it/mcp.rs: `node client.mjs CONFIG.json`, where the file holds {prefix, url, token,
 // agent_id}; `prefix` is where npm put the SDK. Lists the tools, calls a granted one and one
 // that is not granted, and prints one JSON object of what the SDK made of the answers.
 import { readFileSync } from "node:fs";
