@@ -1,6 +1,6 @@
 //! The properties the fuzz targets check, one function per target, each taking raw bytes and
 //! panicking when a property fails. The cargo-fuzz targets (`fuzz/`) and their property-test
-//! twins (`tests/fuzz_twins.rs`) both call these, so the two can never check different things.
+//! twins (`tests/it/fuzz_twins.rs`) both call these, so the two can never check different things.
 //! Not an API.
 
 use std::sync::Arc;
