@@ -225,6 +225,35 @@ async fn the_ledger_lives_in_the_embedded_store_and_svc_usage_prints_it() {
     let output = svc_as_admin(&server, &["budget", "list", "--json"]).await;
     let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(listed["budgets"][0]["spent_usd_micros"], cost, "{listed}");
+    // And holds the next call to it, counted from that spend (no Redis: in the gateway's
+    // memory).
+    let reply = send(&client, chat(&server, None)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let left: f64 = reply.headers["x-svc-budget-remaining-usd"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        left < 1.0 - cost as f64 / 1e6,
+        "{left}: the spend was rebuilt from the ledger"
+    );
+    let output = svc_as_admin(
+        &server,
+        &[
+            "budget", "set", "--org", "--usd", "0.000001", "--per", "day",
+        ],
+    )
+    .await;
+    assert!(output.status.success(), "{output:?}");
+    let refused = send(&client, chat(&server, None)).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refused.body
+    );
+    assert_eq!(refused.body["error"]["code"], "BUDGET_EXCEEDED");
 
     let output = svc_as_admin(&server, &["usage", "--by", "day", "--since", "1h"]).await;
     let text = String::from_utf8(output.stdout).unwrap();
