@@ -169,7 +169,7 @@ impl Holder {
     }
 
     /// Reserves `call`'s tokens and worst-case cost, or says why not.
-    pub async fn hold(&self, call: &Call) -> Result<Hold, ApiError> {
+    pub async fn hold(&self, call: &Call) -> Result<Hold, Box<ApiError>> {
         let Some(org) = &call.org else {
             return Ok(Hold::default());
         };
@@ -291,13 +291,13 @@ impl Holder {
         caps: &[SpendCap],
         (decision, states): (TokenDecision, Vec<CapState>),
         now: DateTime<Utc>,
-    ) -> Result<Hold, ApiError> {
+    ) -> Result<Hold, Box<ApiError>> {
         if !decision.allowed {
-            return Err(decision.rejection());
+            return Err(Box::new(decision.rejection()));
         }
         let tightest = caps::tightest(&org.budgets, &states);
         if let Some((refusing, state)) = tightest.filter(|(_, state)| !state.fits) {
-            return Err(caps::refusal(refusing, state, now));
+            return Err(Box::new(caps::refusal(refusing, state, now)));
         }
         Ok(Hold {
             budget: Some(budget),
@@ -314,12 +314,17 @@ impl Holder {
 
     /// A budgeted call the store cannot hold: refused, or let through unmetered when so
     /// configured.
-    fn unavailable(&self, budget: TokenBudget, prompt: u64, doing: &str) -> Result<Hold, ApiError> {
+    fn unavailable(
+        &self,
+        budget: TokenBudget,
+        prompt: u64,
+        doing: &str,
+    ) -> Result<Hold, Box<ApiError>> {
         warn_fail_open(false, doing);
         if self.budget_fail_open {
             return Ok(Hold::unmetered(budget, prompt));
         }
-        Err(ApiError::new(ErrorCode::BudgetUnavailable))
+        Err(Box::new(ApiError::new(ErrorCode::BudgetUnavailable)))
     }
 }
 

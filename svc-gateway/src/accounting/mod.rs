@@ -90,7 +90,7 @@ impl Accounting {
     async fn account(&self, call: Call) -> Response<Body> {
         let hold = match self.books.holder.hold(&call).await {
             Ok(hold) => hold,
-            Err(refused) => return refused.into_response_with(Body::empty()),
+            Err(refused) => return (*refused).into_response_with(Body::empty()),
         };
         let answer = self.forward.answer(&call).await;
         let (mut head, body) = answer.into_parts();
