@@ -614,7 +614,7 @@ fn print_closed(concurrency: usize, costed: &Costed) {
     );
     match &costed.redis {
         Some(redis) => println!(
-            "    Redis commands per request (INFO commandstats, the whole server): {}",
+            "    Redis commands per request (INFO commandstats, the whole server; a script's own calls count): {}",
             redis.per_request(g.ok)
         ),
         None => println!("    Redis commands per request: INFO commandstats did not answer"),
