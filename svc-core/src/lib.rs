@@ -8,6 +8,7 @@
 //! - [`context`]: the org context of a validated request, a token's own limits, an agent's
 //!   verdict.
 //! - [`trace`]: W3C trace ids and `traceparent`.
+//! - [`id`]: fresh UUIDs and trace ids without a system call each.
 //! - [`reasons`]: the ErrorInfo reasons of the identity plane's refusals.
 //! - [`LATENCY_BUCKETS`]: the buckets of every latency histogram, so the two sides of a call
 //!   can be read on one dashboard.
@@ -15,6 +16,7 @@
 pub mod bearer;
 pub mod budget;
 pub mod context;
+pub mod id;
 pub mod pat;
 pub mod permissions;
 pub mod reasons;

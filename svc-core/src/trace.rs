@@ -14,7 +14,6 @@
 use std::fmt;
 
 use http::{HeaderName, HeaderValue};
-use uuid::Uuid;
 
 /// The W3C trace context header.
 pub static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -25,10 +24,9 @@ pub static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 pub struct TraceId(u128);
 
 impl TraceId {
-    /// A fresh random trace id.
+    /// A fresh random trace id (never zero), drawn without a system call.
     pub fn random() -> TraceId {
-        // A v4 UUID is 122 random bits and never zero, which is all a trace id asks for.
-        TraceId(Uuid::new_v4().as_u128())
+        TraceId(crate::id::random_u128())
     }
 
     /// The trace id of a valid `traceparent` header value, or `None`.
@@ -99,11 +97,9 @@ pub struct TraceParent {
 impl TraceParent {
     /// A fresh parent id in `trace_id`, sampled.
     pub fn child_of(trace_id: TraceId) -> TraceParent {
-        let (high, low) = Uuid::new_v4().as_u64_pair();
-        // Each half has fixed version or variant bits; their xor has none. Zero is invalid.
         TraceParent {
             trace_id,
-            parent_id: (high ^ low).max(1),
+            parent_id: crate::id::random_u64(),
             sampled: true,
         }
     }

@@ -7,6 +7,7 @@
 //! request's span is made by [`crate::request_span`]. With `SENTRY_DSN`, 5xx answers and
 //! panics go to Sentry ([`crate::error_report`], [`svc_runtime::error_report`]).
 
+use svc_runtime::telemetry::batched::{BatchedStdout, FlushGuard};
 use svc_runtime::telemetry::otel::{ExportError, TraceExport};
 use svc_runtime::telemetry::{JsonFields, subscriber_with};
 
@@ -18,6 +19,8 @@ use svc_runtime::error_report::{self, ErrorReports};
 pub struct Telemetry {
     traces: Option<TraceExport>,
     errors: Option<ErrorReports>,
+    /// The access log's lines leave in batches; what is pending is written on shutdown.
+    logs: Option<FlushGuard>,
 }
 
 impl Telemetry {
@@ -29,6 +32,9 @@ impl Telemetry {
         if let Some(traces) = self.traces {
             traces.shutdown().await;
         }
+        if let Some(logs) = self.logs {
+            logs.finish();
+        }
     }
 }
 
@@ -37,12 +43,9 @@ impl Telemetry {
 /// starts nothing.
 pub fn init(config: &Config) -> Result<Telemetry, ExportError> {
     let traces = TraceExport::start(&config.otel)?;
-    let subscriber = subscriber_with(
-        &config.log,
-        std::io::stdout,
-        traces.as_ref(),
-        JsonFields::Nested,
-    );
+    // One write per batch of lines rather than one per request's access log line.
+    let (stdout, logs) = BatchedStdout::start();
+    let subscriber = subscriber_with(&config.log, stdout, traces.as_ref(), JsonFields::Nested);
     if tracing::subscriber::set_global_default(subscriber).is_err() {
         return Ok(Telemetry::default());
     }
@@ -55,5 +58,9 @@ pub fn init(config: &Config) -> Result<Telemetry, ExportError> {
     if errors.is_some() {
         tracing::info!("error reporting is on");
     }
-    Ok(Telemetry { traces, errors })
+    Ok(Telemetry {
+        traces,
+        errors,
+        logs: Some(logs),
+    })
 }

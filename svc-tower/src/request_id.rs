@@ -71,9 +71,10 @@ pub(crate) static X_RESPONSE_TIME: HeaderName = HeaderName::from_static("x-respo
 pub struct RequestId(Uuid);
 
 impl RequestId {
-    /// A fresh UUID v7 id: time-ordered, so ids sort by arrival in logs and indexes.
+    /// A fresh UUID v7 id: time-ordered, so ids sort by arrival in logs and indexes. Drawn
+    /// from a per-thread generator ([`svc_core::id`]), not a `getrandom` call per request.
     pub fn new_v7() -> RequestId {
-        RequestId(Uuid::now_v7())
+        RequestId(svc_core::id::uuid_v7())
     }
 
     /// Accepts a header value when it is a hyphenated, non-nil UUID.

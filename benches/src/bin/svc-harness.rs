@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo build --release --bins
 //! target/release/svc-harness [--requests N] [--seconds S] [--rates 250,500,1000,...] [--env NAME=VALUE]...
+//!     [--syscall-requests N] [--closed-only]
 //! ```
 //!
 //! Needs PostgreSQL (`SVC_TEST_POSTGRES_URL`, default
@@ -58,6 +59,13 @@ struct Cli {
     /// A variable set for both services; repeatable
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = name_value)]
     service_env: Vec<(String, String)>,
+    /// Requests of the traced phase after each closed-loop one, counting the system calls of
+    /// the gateway and the auth server with strace or perf (0: no traced phase)
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    syscall_requests: usize,
+    /// Only the closed-loop phases and their counts: no open loop, no flood
+    #[arg(long)]
+    closed_only: bool,
     #[command(flatten)]
     servers: harness::Servers,
 }
@@ -133,5 +141,7 @@ fn config(cli: Cli) -> Result<HarnessConfig, String> {
         rates: cli.rates,
         log_dir: std::env::temp_dir(),
         service_env: cli.service_env,
+        syscall_requests: cli.syscall_requests,
+        closed_only: cli.closed_only,
     })
 }

@@ -9,7 +9,10 @@
 //! - closed loop at 1 and at 32 connections (each with one request in flight), with the CPU
 //!   seconds each process used per request (`/proc/<pid>/stat`: the gateway, the auth server,
 //!   the upstream, every PostgreSQL process, the Redis server) and the gateway's resident
-//!   memory before and after;
+//!   memory before and after; the Redis commands each request caused (`INFO commandstats`
+//!   before and after); and, in a phase of its own at the same concurrency, the system calls
+//!   per request of the gateway and the auth server (`strace -c -f`, else `perf trace -s`,
+//!   attached for that phase only, since tracing slows every call);
 //! - open loop at fixed rates (latency from each request's scheduled start, so a stall counts
 //!   for every request queued behind it), up the rate list until the added p99 reaches 5 ms:
 //!   the highest rate under it is the figure;
@@ -26,7 +29,9 @@
 mod budget;
 pub mod open_loop;
 pub mod procs;
+pub mod redis_stats;
 pub(crate) mod run;
+pub mod syscalls;
 
 pub use run::{
     ADDED_P99_BUDGET, DEFAULT_POSTGRES_URL, DEFAULT_REDIS_URL, HarnessConfig, Servers,

@@ -14,6 +14,8 @@ use uuid::Uuid;
 
 use super::open_loop;
 use super::procs::{CpuMark, Proc, pids_named, rss_kib, run_once, wait_until};
+use super::redis_stats::CommandStats;
+use super::syscalls::{Counts, Tracer};
 use crate::load::client::{self, Plan, Target};
 use crate::load::postgres::FreshDatabase;
 use crate::load::redis_keys::RedisKeys;
@@ -45,6 +47,11 @@ pub struct HarnessConfig {
     /// Variables set for both services on top of the harness's own (`--env NAME=VALUE`), to
     /// measure a setting.
     pub service_env: Vec<(String, String)>,
+    /// Requests of the phase, after each closed-loop one, whose system calls are counted (0:
+    /// none).
+    pub syscall_requests: usize,
+    /// Only the closed-loop phases: no open loop, no flood.
+    pub closed_only: bool,
 }
 
 /// Serves the fake upstream on `port` until killed.
@@ -84,6 +91,24 @@ struct Costed {
     direct: PhaseStats,
     gateway: PhaseStats,
     cpu_ms_per_request: Vec<(&'static str, f64)>,
+    /// Redis commands the timed phase caused, when Redis answered `INFO`.
+    redis: Option<CommandStats>,
+    /// The gateway's and the auth server's system calls in a traced phase of their own.
+    syscalls: Syscalls,
+}
+
+/// What the traced phase found.
+enum Syscalls {
+    /// `--syscall-requests 0`.
+    Skipped,
+    /// Neither strace nor perf is on `PATH`.
+    NoTracer,
+    /// Each service's counts, or why there are none, over `requests`.
+    Counted {
+        tracer: Tracer,
+        requests: usize,
+        per_service: Vec<(&'static str, Result<Counts, String>)>,
+    },
 }
 
 /// Runs everything and prints the report; `Err` names what could not start.
@@ -293,10 +318,37 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         config.requests,
         config.requests / 10
     );
+    let tracer = Tracer::find();
     for concurrency in [1, 32] {
-        let costed = closed_loop(config, &direct, &through, &group, concurrency).await;
+        let costed = closed_loop(config, &direct, &through, &group, concurrency, tracer).await;
         print_closed(concurrency, &costed);
     }
+    if !config.closed_only {
+        open_loop_and_flood(config, &direct, &through, &token).await?;
+        println!();
+        // Last: the budget stays set for the rest of the run.
+        super::budget::cost_of_budgets(config.requests, &direct, &through, grpc_port, &admin_token)
+            .await?;
+    }
+    let rss_end = rss_kib(group.gateway);
+    if let (Some(start), Some(end)) = (rss_start, rss_end) {
+        println!(
+            "gateway resident memory: {:.1} MiB at the start, {:.1} MiB at the end",
+            start as f64 / 1024.0,
+            end as f64 / 1024.0
+        );
+    }
+    drop((gateway, auth, upstream));
+    Ok(())
+}
+
+/// The open-loop rates, up to the first whose added p99 passes the budget, then the flood.
+async fn open_loop_and_flood(
+    config: &HarnessConfig,
+    direct: &Target,
+    through: &Target,
+    token: &str,
+) -> Result<(), String> {
     println!();
     println!(
         "open loop ({} s per rate; latency from each request's scheduled start):",
@@ -309,8 +361,8 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
     let mut best = None;
     for &rate in &config.rates {
         let window = Duration::from_secs(config.seconds);
-        let d = open_loop::run(&direct, rate, window).await;
-        let g = open_loop::run(&through, rate, window).await;
+        let d = open_loop::run(direct, rate, window).await;
+        let g = open_loop::run(through, rate, window).await;
         let added = g.p99.saturating_sub(d.p99);
         println!(
             "{rate:>8}  {:>34}  {:>34}  {:>7.2} ms{}",
@@ -329,21 +381,7 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         None => println!("highest rate with added p99 under 5 ms: none of those tried"),
     }
     println!();
-    flood(config, &through, &token).await?;
-    println!();
-    // Last: the budget stays set for the rest of the run.
-    super::budget::cost_of_budgets(config.requests, &direct, &through, grpc_port, &admin_token)
-        .await?;
-    let rss_end = rss_kib(group.gateway);
-    if let (Some(start), Some(end)) = (rss_start, rss_end) {
-        println!(
-            "gateway resident memory: {:.1} MiB at the start, {:.1} MiB at the end",
-            start as f64 / 1024.0,
-            end as f64 / 1024.0
-        );
-    }
-    drop((gateway, auth, upstream));
-    Ok(())
+    flood(config, through, token).await
 }
 
 /// `requests` straight to the upstream and then through the gateway at one connection, each
@@ -371,6 +409,7 @@ async fn closed_loop(
     through: &Target,
     group: &Group,
     concurrency: usize,
+    tracer: Option<Tracer>,
 ) -> Costed {
     let plan = |requests| Plan {
         requests,
@@ -386,7 +425,9 @@ async fn closed_loop(
         .iter()
         .map(|(_, pids)| CpuMark::of(pids))
         .collect();
+    let redis_before = CommandStats::read(&config.redis_url).await;
     let gateway = client::run(through, plan(config.requests)).await;
+    let redis_after = CommandStats::read(&config.redis_url).await;
     let answered = gateway.ok.max(1) as f64;
     let cpu_ms_per_request = processes
         .iter()
@@ -406,11 +447,61 @@ async fn closed_loop(
             (*name, mark.since(&pids) * 1000.0 / answered)
         })
         .collect();
+    let redis = redis_before
+        .zip(redis_after)
+        .map(|(before, after)| before.until(&after));
+    let syscalls = match (config.syscall_requests, tracer) {
+        (0, _) => Syscalls::Skipped,
+        (_, None) => Syscalls::NoTracer,
+        (requests, Some(tracer)) => {
+            let per_service = count_syscalls(config, tracer, through, group, plan(requests)).await;
+            Syscalls::Counted {
+                tracer,
+                requests,
+                per_service,
+            }
+        }
+    };
     Costed {
         direct: direct_stats,
         gateway,
         cpu_ms_per_request,
+        redis,
+        syscalls,
     }
+}
+
+/// Runs `plan` through the gateway with a tracer on the gateway and on the auth server, and
+/// returns what each counted.
+async fn count_syscalls(
+    config: &HarnessConfig,
+    tracer: Tracer,
+    through: &Target,
+    group: &Group,
+    plan: Plan,
+) -> Vec<(&'static str, Result<Counts, String>)> {
+    let services = [("gateway", group.gateway), ("auth server", group.auth)];
+    let attached: Vec<_> = services
+        .iter()
+        .map(|&(name, pid)| {
+            let out = config.log_dir.join(format!(
+                "svc-harness-syscalls-{pid}-{}.txt",
+                std::process::id()
+            ));
+            (name, tracer.attach(pid, &out).map_err(|e| e.to_string()))
+        })
+        .collect();
+    super::syscalls::Counting::settle().await;
+    client::run(through, plan).await;
+    let mut counted = Vec::new();
+    for (name, counting) in attached {
+        let counts = match counting {
+            Ok(counting) => counting.finish().await,
+            Err(error) => Err(format!("{}: {error}", tracer.describe())),
+        };
+        counted.push((name, counts));
+    }
+    counted
 }
 
 /// Connections flooding wrong secrets on the real token's id, and as many flooding forged ids.
@@ -545,6 +636,35 @@ fn print_closed(concurrency: usize, costed: &Costed) {
         "    CPU ms per request: {} (all but the upstream: {total:.3})",
         parts.join(", ")
     );
+    match &costed.redis {
+        Some(redis) => println!(
+            "    Redis commands per request (INFO commandstats, the whole server; a script's own calls count): {}",
+            redis.per_request(g.ok)
+        ),
+        None => println!("    Redis commands per request: INFO commandstats did not answer"),
+    }
+    match &costed.syscalls {
+        Syscalls::Skipped => {}
+        Syscalls::NoTracer => println!(
+            "    system calls per request: neither strace nor perf is installed, not counted"
+        ),
+        Syscalls::Counted {
+            tracer,
+            requests,
+            per_service,
+        } => {
+            println!(
+                "    system calls per request ({}, a traced phase of {requests} requests of its own):",
+                tracer.describe()
+            );
+            for (name, counts) in per_service {
+                match counts {
+                    Ok(counts) => println!("      {name:<12} {}", counts.per_request(*requests, 8)),
+                    Err(error) => println!("      {name:<12} not counted: {error}"),
+                }
+            }
+        }
+    }
 }
 
 /// The Redis server's process id, from `INFO server`, when it runs on this machine.

@@ -23,6 +23,7 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::config::{ConfigError, Vars};
 
+pub mod batched;
 pub mod otel;
 
 crate::variables! {
