@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use uuid::Uuid;
 
 use super::Books;
 use super::hold::Hold;
@@ -121,7 +120,7 @@ impl Settlement {
         }
         if let Some(ledger) = &books.ledger {
             ledger.record(UsageRecord {
-                record_id: Uuid::now_v7(),
+                record_id: svc_core::id::uuid_v7(),
                 org_id: org.org_id,
                 token_id: org.token_id,
                 agent_id: org.agent_id,

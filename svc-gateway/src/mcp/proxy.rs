@@ -324,7 +324,7 @@ impl Recorder {
             return;
         };
         ledger.record(UsageRecord {
-            record_id: Uuid::now_v7(),
+            record_id: svc_core::id::uuid_v7(),
             org_id: self.org,
             token_id: self.token,
             agent_id: self.agent,

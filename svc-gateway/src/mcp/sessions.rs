@@ -77,7 +77,7 @@ impl SessionMap {
 
     /// A fresh gateway id for `session` in `org`.
     pub async fn open(&self, org: Uuid, session: &McpSession) -> Result<String, StoreError> {
-        let id = Uuid::new_v4().simple().to_string();
+        let id = svc_core::id::uuid_v4().simple().to_string();
         match self {
             SessionMap::Redis { pool, prefix } => {
                 let key = SessionMap::key(prefix, org, &id);

@@ -39,7 +39,7 @@ impl SessionId {
 
     /// A fresh UUID v7 id.
     pub fn mint() -> SessionId {
-        let id = uuid::Uuid::now_v7().hyphenated().to_string();
+        let id = svc_core::id::uuid_v7().hyphenated().to_string();
         // A hyphenated UUID is always a valid header value.
         SessionId(HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("-")))
     }

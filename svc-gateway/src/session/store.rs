@@ -100,7 +100,7 @@ async fn write(
              total_tokens)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
-    .bind(Uuid::now_v7())
+    .bind(svc_core::id::uuid_v7())
     .bind(org_id)
     .bind(session_id)
     .bind(checkpoint.request_id)

@@ -87,7 +87,7 @@ fn stream_reply(events: Vec<Bytes>) -> ProviderReply {
 
 /// A fresh id with `prefix`, as OpenAI's look.
 fn fresh_id(prefix: &str) -> String {
-    format!("{prefix}{}", uuid::Uuid::new_v4().simple())
+    format!("{prefix}{}", svc_core::id::uuid_v4().simple())
 }
 
 fn now() -> i64 {
