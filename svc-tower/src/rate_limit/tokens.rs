@@ -181,7 +181,7 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
     fn settle(&self, budget: TokenBudget, reserved: u64, used: u64) -> StoreFuture<TokenDecision>;
 
     /// Takes `tokens` from every limited bucket of `budget` and each cap's amount from its
-    /// counter, all or nothing, in one atomic step (see [`caps`](super::caps)). A store that
+    /// counter, all or nothing, in one atomic step (see [`SpendCap`]). A store that
     /// keeps no caps fails when asked for one.
     fn reserve_capped(
         &self,

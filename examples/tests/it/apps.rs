@@ -1,7 +1,7 @@
 //! Both example apps over real loopback HTTP: 200 with a good token and agent, the JSON error
 //! envelope otherwise.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! The custom-validator example over real loopback HTTP: 200 for a token holding the route's
 //! permission, 401 INVALID_TOKEN and 403 INSUFFICIENT_PERMISSIONS envelopes otherwise.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -2,7 +2,7 @@
 //! has its figures, and everything the run started is gone afterwards. No timing is asserted:
 //! speed is checked by running `svc-load` in release, not by tests.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

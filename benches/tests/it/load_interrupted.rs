@@ -1,7 +1,7 @@
 //! `svc-load` stopped by Ctrl-C while it measures removes the database and Redis keys it made,
 //! as a finished run does.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
