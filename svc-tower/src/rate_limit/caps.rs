@@ -10,7 +10,7 @@
 //! A counter is named by the caller, period included (`budget:agent:<id>:day:20261125`), so a
 //! new period is a new counter and the old one expires. A counter that is missing (the store
 //! was flushed, failed over, or is new) is not taken as zero: the reservation answers
-//! [`CappedDecision::Missing`] and takes nothing, until the caller reserves again with the
+//! `CappedDecision::Missing` and takes nothing, until the caller reserves again with the
 //! counter's `seed` from its durable record (a usage ledger). Settling corrects a counter by
 //! what the call really used, and leaves a missing counter alone: the record it is rebuilt from
 //! counts the call already.
@@ -19,8 +19,6 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 use uuid::Uuid;
-
-use super::tokens::TokenDecision;
 
 /// One cap a reservation draws on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,35 +62,6 @@ impl CapState {
     /// What is left under the cap.
     pub fn remaining(&self) -> u64 {
         self.limit.saturating_sub(self.spent)
-    }
-}
-
-/// The outcome of a reservation with caps.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CappedDecision {
-    /// Every counter was there: the tokens' decision and each cap's state, in the order the
-    /// caps were given. The reservation was taken when the tokens were allowed and every cap
-    /// fits, and not at all otherwise.
-    Counted {
-        /// The token buckets' figures.
-        tokens: TokenDecision,
-        /// Each cap's counter.
-        caps: Vec<CapState>,
-    },
-    /// These caps' counters are missing (indexes into the caps given) and had no seed: nothing
-    /// was taken.
-    Missing(Vec<usize>),
-}
-
-impl CappedDecision {
-    /// Whether the reservation was taken.
-    pub fn allowed(&self) -> bool {
-        match self {
-            CappedDecision::Counted { tokens, caps } => {
-                tokens.allowed && caps.iter().all(|cap| cap.fits)
-            }
-            CappedDecision::Missing(_) => false,
-        }
     }
 }
 

@@ -56,14 +56,15 @@ mod tokens;
 #[cfg(feature = "redis")]
 mod tokens_redis;
 
-pub use caps::{CapCharge, CapState, CappedDecision, SpendCap};
+pub use caps::{CapCharge, CapState, SpendCap};
 pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
 pub use store::{Decision, NoopRateLimitStore, RateLimitStore};
 pub use tokens::{
-    MemoryTokenBudgetStore, NoopTokenBudgetStore, TokenBudget, TokenBudgetStore, TokenDecision,
+    CappedDecision, MemoryTokenBudgetStore, NoopTokenBudgetStore, TokenBudget, TokenBudgetStore,
+    TokenDecision,
 };
 #[cfg(feature = "redis")]
 pub use tokens_redis::RedisTokenBudgetStore;

@@ -43,7 +43,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::caps::{self, CapCharge, CappedDecision, MemoryCaps, SpendCap};
+use super::caps::{self, CapCharge, CapState, MemoryCaps, SpendCap};
 use super::layer::openai_duration;
 use crate::error::{ApiError, ErrorCode};
 use crate::store::{StoreError, StoreFuture};
@@ -167,6 +167,35 @@ impl TokenDecision {
             remaining: limit,
             reset_after_secs: 0,
             retry_after_secs: 0,
+        }
+    }
+}
+
+/// The outcome of a reservation with caps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CappedDecision {
+    /// Every counter was there: the tokens' decision and each cap's state, in the order the
+    /// caps were given. The reservation was taken when the tokens were allowed and every cap
+    /// fits, and not at all otherwise.
+    Counted {
+        /// The token buckets' figures.
+        tokens: TokenDecision,
+        /// Each cap's counter.
+        caps: Vec<CapState>,
+    },
+    /// These caps' counters are missing (indexes into the caps given) and had no seed: nothing
+    /// was taken.
+    Missing(Vec<usize>),
+}
+
+impl CappedDecision {
+    /// Whether the reservation was taken.
+    pub fn allowed(&self) -> bool {
+        match self {
+            CappedDecision::Counted { tokens, caps } => {
+                tokens.allowed && caps.iter().all(|cap| cap.fits)
+            }
+            CappedDecision::Missing(_) => false,
         }
     }
 }

@@ -5,8 +5,8 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 
-use super::caps::{CapCharge, CapState, CappedDecision, SpendCap};
-use super::tokens::{Op, TokenBudget, TokenBudgetStore, TokenDecision, binding};
+use super::caps::{CapCharge, CapState, SpendCap};
+use super::tokens::{CappedDecision, Op, TokenBudget, TokenBudgetStore, TokenDecision, binding};
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
 /// The arithmetic of `tokens::apply`, on the Redis clock, and the spend caps beside it.
