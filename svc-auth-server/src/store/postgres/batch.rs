@@ -55,7 +55,7 @@ const BUDGETS: &str = "LEFT JOIN LATERAL budgets_for_call(t.org_id, t.token_id, 
                        COALESCE(a.agent_id, t.agent_id)) AS b ON true";
 
 /// One token, no agent.
-static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT NULL::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
          LEFT JOIN (SELECT NULL::uuid AS agent_id, NULL::uuid AS org_id, NULL::text AS status, \
@@ -68,7 +68,7 @@ static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
 
 /// One token and the agent asked about, in the org the token row names (never one the caller
 /// names), under row-level security as `agent_in_org` applies it.
-static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT $2::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
          LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true \
@@ -78,7 +78,7 @@ static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Many of either: one row per (token id, agent id or NULL) whose token exists.
-static MANY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT k.agent_id AS asked_for, {}, b.budgets \
          FROM unnest($1::uuid[], $2::uuid[]) AS k(token_id, agent_id) \

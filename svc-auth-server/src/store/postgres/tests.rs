@@ -579,3 +579,38 @@ async fn a_token_read_stuck_past_the_timeout_fails_and_the_next_ones_go_on() {
     let record = store.token_for_validation(token.token_id).await.unwrap();
     assert_eq!(record.map(|r| r.token_id), Some(token.token_id));
 }
+
+/// ValidateToken's statements are planned as the few rows they read: an estimate past
+/// `jit_above_cost` (PostgreSQL's default guess of 1,000 rows for each function they join)
+/// would compile them with JIT on every validation, about 100 ms each.
+#[tokio::test]
+async fn the_validation_statements_are_planned_as_the_rows_they_read() {
+    let db = migrated_db().await;
+    let mut conn = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let id = Uuid::new_v4();
+    let ids = vec![id; 8];
+    for (name, statement, arrays) in [
+        ("one token", batch::ONE_TOKEN.as_str(), false),
+        (
+            "one token and an agent",
+            batch::ONE_TOKEN_WITH_AGENT.as_str(),
+            false,
+        ),
+        ("many", batch::MANY.as_str(), true),
+    ] {
+        let explain = format!("EXPLAIN (FORMAT JSON) {statement}");
+        let query = sqlx::query_scalar::<_, serde_json::Value>(&explain);
+        let plan = if arrays {
+            query.bind(&ids).bind(&ids)
+        } else if name == "one token" {
+            query.bind(id)
+        } else {
+            query.bind(id).bind(id)
+        }
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        let cost = plan[0]["Plan"]["Total Cost"].as_f64().unwrap();
+        assert!(cost < 1_000.0, "{name}: estimated cost {cost}: {plan}");
+    }
+}
