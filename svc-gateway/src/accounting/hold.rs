@@ -33,7 +33,6 @@ use crate::budget::{CallUsage, CostMeter, caps};
 use crate::call::Call;
 use crate::request::ApiRequest;
 use crate::token_estimate;
-use crate::usage::Report;
 
 /// Completion tokens reserved for a request that names no maximum.
 pub const DEFAULT_COMPLETION_TOKENS: u64 = 1024;
@@ -102,8 +101,8 @@ pub struct Hold {
     budget: Option<TokenBudget>,
     /// Tokens reserved.
     tokens: u64,
-    /// The prompt part of the estimate, for a stream cut short.
-    prompt: u64,
+    /// The prompt part of the estimate, for a stream cut short (`None`: not estimated).
+    prompt: Option<u64>,
     /// The token store's answer, for the headers.
     decision: Option<TokenDecision>,
     /// Each budget counter drawn on, with the micro-dollars reserved.
@@ -231,19 +230,9 @@ impl Holder {
         }
     }
 
-    /// Settles `hold` to what the call used (its `report`, and `cost` micro-dollars).
-    pub async fn settle(&self, hold: &Hold, report: &Report, cost: u64) {
-        let used = match report {
-            Report {
-                usage: Some(usage), ..
-            } => u64::try_from(usage.prompt_tokens.saturating_add(usage.completion_tokens))
-                .unwrap_or(0),
-            Report {
-                streamed_bytes: Some(bytes),
-                ..
-            } => hold.prompt.saturating_add(bytes.div_ceil(4)),
-            _ => 0,
-        };
+    /// Settles `hold` to what the call used: `usage` tokens, costing `cost` micro-dollars.
+    pub async fn settle(&self, hold: &Hold, usage: CallUsage, cost: u64) {
+        let used = usage.prompt.saturating_add(usage.completion);
         let charges: Vec<CapCharge> = (hold.caps.iter())
             .map(|(name, reserved)| CapCharge {
                 name: name.clone(),
@@ -302,7 +291,7 @@ impl Holder {
         Ok(Hold {
             budget: Some(budget),
             tokens,
-            prompt,
+            prompt: Some(prompt),
             decision: budget.is_limited().then_some(decision),
             caps: caps
                 .iter()
@@ -344,7 +333,7 @@ impl Hold {
     fn unmetered(budget: TokenBudget, prompt: u64) -> Hold {
         Hold {
             budget: None,
-            prompt,
+            prompt: Some(prompt),
             decision: budget.is_limited().then(|| budget.unmetered()),
             ..Hold::default()
         }
@@ -361,6 +350,12 @@ impl Hold {
                 caps::remaining_header(micros),
             );
         }
+    }
+
+    /// The prompt estimate the hold was made with, if one was made: what a stream cut short
+    /// is charged for its prompt, without estimating it again.
+    pub fn prompt_estimate(&self) -> Option<u64> {
+        self.prompt
     }
 
     /// Whether anything was reserved, so something must be settled.

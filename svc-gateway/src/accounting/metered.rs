@@ -101,8 +101,12 @@ impl Settlement {
             books.tokens.record(usage);
         }
         books.cost.observe(&api.model, &report);
+        // One reading of what the call used serves the metrics' cost, the settlement and the
+        // ledger; a stream cut short is charged the prompt the hold estimated.
         let usage = crate::budget::CallUsage::of(&report, || {
-            crate::token_estimate::prompt_tokens(&api.json, api.message_count)
+            hold.prompt_estimate().unwrap_or_else(|| {
+                crate::token_estimate::prompt_tokens(&api.json, api.message_count)
+            })
         });
         let cost_usd_micros = books.cost.cost(&api.model, usage);
         let Some(org) = &call.org else {
@@ -111,11 +115,11 @@ impl Settlement {
         // A call no provider answered used nothing: its hold is given back whole.
         if hold.holds_anything() {
             let holder = books.holder.clone();
-            let (report, cost) = (report.clone(), u64::try_from(cost_usd_micros).unwrap_or(0));
+            let cost = u64::try_from(cost_usd_micros).unwrap_or(0);
             // A body dropped as the runtime stops has no task to settle on; the counters
             // then expire with their window or period.
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { holder.settle(&hold, &report, cost).await });
+                runtime.spawn(async move { holder.settle(&hold, usage, cost).await });
             }
         }
         if let Some(ledger) = &books.ledger {
