@@ -1,6 +1,6 @@
 //! The PAT of a request's `Authorization: Bearer ...` header.
 
-use http::{HeaderMap, header};
+use http::{HeaderMap, HeaderValue, header};
 
 use crate::pat;
 
@@ -25,6 +25,11 @@ pub fn token(headers: &HeaderMap) -> Result<&str, BearerError> {
     if values.next().is_some() {
         return Err(BearerError::Invalid);
     }
+    token_of(value)
+}
+
+/// The PAT-shaped bearer token of one `Authorization` value.
+pub fn token_of(value: &HeaderValue) -> Result<&str, BearerError> {
     let value = value.to_str().map_err(|_| BearerError::Invalid)?;
     let (scheme, token) = value.split_once(' ').ok_or(BearerError::Invalid)?;
     let token = token.trim();

@@ -53,9 +53,12 @@ impl Call {
             anthropic_beta: parts.headers.get("anthropic-beta").cloned(),
             org_id: org.as_ref().map(|org| org.org_id),
         };
+        // Kept as the header value (a reference count, no copy); read only when a budget's
+        // counter must be rebuilt.
         let credential = svc_core::bearer::token(&parts.headers)
             .ok()
-            .map(|token| Credential(Arc::from(token)));
+            .and(parts.headers.get(http::header::AUTHORIZATION))
+            .map(|value| Credential(value.clone()));
         Call {
             api,
             org,
@@ -71,12 +74,12 @@ impl Call {
 
 /// A bearer token: never printed.
 #[derive(Clone)]
-pub struct Credential(Arc<str>);
+pub struct Credential(http::HeaderValue);
 
 impl Credential {
     /// The token itself, to send to the auth service and nowhere else.
-    pub fn expose(&self) -> &str {
-        &self.0
+    pub fn expose(&self) -> Option<&str> {
+        svc_core::bearer::token_of(&self.0).ok()
     }
 }
 
