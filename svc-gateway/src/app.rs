@@ -381,6 +381,7 @@ impl Gateway {
         let agent_check = AgentCheckLayer::new(self.auth.clone());
         let rate_limit = OrgRateLimitLayer::new(self.rate_limit_store(), config.rate_limit_rpm)
             .metrics(self.metrics.clone());
+        let early_rate_limit = rate_limit.early();
         let idempotency = self.idempotency();
         let accounting = self.accounting();
 
@@ -404,6 +405,9 @@ impl Gateway {
                         // A declared oversize body is refused before any I/O, a streamed one as
                         // the handler reads it.
                         .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                        // A token authenticated before: its org's limit is asked at the same
+                        // moment as the auth service, and given back if the call is refused.
+                        .layer(early_rate_limit.clone())
                         // The token, before anything that costs more than a header check.
                         .layer(pat_auth.clone())
                         // The token's org, agent and id onto every answer, for the access log.
@@ -470,6 +474,7 @@ impl Gateway {
                 .map_response(crate::mcp::bearer_challenge)
                 .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
                 .layer(BodyLimitLayer::new(config.max_request_body_bytes))
+                .layer(early_rate_limit.clone())
                 .layer(pat_auth.clone())
                 .layer(agent_check.clone())
                 .layer(RequirePermissionLayer::new(Permissions::MCP_TOOLS))
@@ -478,6 +483,7 @@ impl Gateway {
         let probe = get(routes::probe::auth_probe).route_layer(
             ServiceBuilder::new()
                 // A valid token and agent are all the probe needs: no permission bit.
+                .layer(early_rate_limit)
                 .layer(pat_auth.clone())
                 .layer(IdentityLayer)
                 .layer(agent_check.clone())

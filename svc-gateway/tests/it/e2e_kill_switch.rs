@@ -71,10 +71,8 @@ async fn revoking_an_issuer_stops_its_child_and_grandchild_on_every_replica() {
     let (_, child) = stack.mint_as(&issuer, minting, None, None).await;
     let (_, grandchild) = stack.mint_as(&child, 1, None, None).await;
     let ask = |gateway: &svc_gateway::Running, token: &str| {
-        http::Request::post(format!("{}/v1/chat/completions", gateway.url()))
-            .header("authorization", format!("Bearer {token}"))
-            .header("x-svc-agent-id", stack.agent("active").to_string())
-            .header("content-type", "application/json")
+        stack
+            .chat_as(gateway, token)
             .body(body(&json!({
                 "model": LIVE_MODEL,
                 "messages": [{"role": "user", "content": "hi"}],

@@ -22,6 +22,7 @@ mod e2e_auth_store_down;
 mod e2e_balance;
 mod e2e_cluster;
 mod e2e_cold_share;
+mod e2e_early_limit;
 mod e2e_errors;
 mod e2e_kill_switch;
 mod e2e_mtls;

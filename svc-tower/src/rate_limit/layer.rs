@@ -11,6 +11,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Timeout;
 use tower::{Layer, Service};
 
+use super::early::{Ask, Counted, Early, EarlyRateLimitLayer, SeenTokens, Shared};
 use super::store::{Decision, RateLimitStore};
 use crate::body::ResponseBody;
 use crate::context::OrgContext;
@@ -53,6 +54,7 @@ struct Config {
     limit: u32,
     timeout: Duration,
     metrics: Option<ProxyMetrics>,
+    seen: Arc<SeenTokens>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for OrgRateLimitLayer<S> {
@@ -76,8 +78,23 @@ impl<S> OrgRateLimitLayer<S> {
                 limit: requests_per_minute.max(1),
                 timeout: DEFAULT_TIMEOUT,
                 metrics: None,
+                seen: Arc::default(),
             }),
         }
+    }
+
+    /// The layer that starts this one's decision at the same moment as authentication, for
+    /// a token authenticated before; it goes in front of `PatAuth`. See
+    /// [`EarlyRateLimit`](super::EarlyRateLimit).
+    pub fn early(&self) -> EarlyRateLimitLayer
+    where
+        S: RateLimitStore + Clone,
+    {
+        EarlyRateLimitLayer::new(Shared {
+            store: Arc::new(self.store.clone()),
+            limit: self.config.limit,
+            seen: self.config.seen.clone(),
+        })
     }
 
     /// The budget of one decision (default 25 ms); past it the request proceeds unlimited.
@@ -163,17 +180,13 @@ where
         // The clone may not be ready; the service we were polled ready on goes to the future.
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
-        let org = self.store.check(context.org_id, self.config.limit);
-        // A token with a limit of its own counts against both; the stricter answers.
-        let decision: StoreFuture<Decision> = match context.limits.requests_per_minute {
-            None => org,
-            Some(limit) => {
-                let token = self
-                    .store
-                    .check_token(context.org_id, context.token_id, limit);
-                Box::pin(async move { Ok(token.await?.stricter(org.await?)) })
-            }
-        };
+        // The decision EarlyRateLimit started for this token's org, else one started now.
+        let ask = Ask::of(context);
+        let decision = request
+            .extensions()
+            .get::<Early>()
+            .and_then(|early| early.take(ask))
+            .unwrap_or_else(|| ask.count(&self.store, self.config.limit));
         let check = tokio::time::timeout(self.config.timeout, decision);
         ResponseFuture {
             state: State::Checking {
@@ -206,7 +219,7 @@ pin_project! {
     {
         Checking {
             #[pin]
-            check: Timeout<StoreFuture<Decision>>,
+            check: Timeout<StoreFuture<Counted>>,
             inner: Option<I>,
             request: Option<Request<ReqBody>>,
         },
@@ -236,7 +249,7 @@ where
                     // Failing open, the request goes through as if unlimited, and says so
                     // in its headers, as the no-op store's answers do.
                     let decision = match ready!(check.poll(cx)) {
-                        Ok(Ok(decision)) => decision,
+                        Ok(Ok(counted)) => counted.decision(),
                         Ok(Err(error)) => {
                             fail_open(this.config, FailureKind::Error, Some(&error));
                             Decision::unmetered(this.config.limit)

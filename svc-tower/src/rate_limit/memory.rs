@@ -62,6 +62,21 @@ impl MemoryRateLimitStore {
         Ok(decision)
     }
 
+    fn give_back(&self, key: Uuid, limit: u32) -> Result<(), StoreError> {
+        let mut state = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::new("rate-limit state poisoned"))?;
+        let now = u64::try_from(state.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if let Some(tat) = state.tats.get(&key).copied() {
+            match Gcra::new(limit).give_back(tat, now) {
+                Some(tat) => state.tats.insert(key, tat),
+                None => state.tats.remove(&key),
+            };
+        }
+        Ok(())
+    }
+
     #[cfg(test)]
     pub(crate) fn tracked_orgs(&self) -> usize {
         self.inner.lock().map(|s| s.tats.len()).unwrap_or(0)
@@ -76,6 +91,18 @@ impl RateLimitStore for MemoryRateLimitStore {
     /// Token ids and org ids are both random UUIDs: one map holds both kinds of allowance.
     fn check_token(&self, _org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
         Box::pin(std::future::ready(self.decide(token_id, limit)))
+    }
+
+    fn refunds(&self) -> bool {
+        true
+    }
+
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        Box::pin(std::future::ready(self.give_back(org_id, limit)))
+    }
+
+    fn refund_token(&self, _org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+        Box::pin(std::future::ready(self.give_back(token_id, limit)))
     }
 }
 

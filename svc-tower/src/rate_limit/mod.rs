@@ -47,6 +47,7 @@
 //! `svc_proxy_store_failures_total{store="rate_limit"}` and logged at most every few seconds.
 
 mod caps;
+mod early;
 mod layer;
 mod memory;
 #[cfg(feature = "redis")]
@@ -57,6 +58,7 @@ mod tokens;
 mod tokens_redis;
 
 pub use caps::{CapCharge, CapState, SpendCap};
+pub use early::{EarlyFuture, EarlyRateLimit, EarlyRateLimitLayer};
 pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]

@@ -32,6 +32,27 @@ return {1, math.floor((now + capacity - new_tat) / interval), new_tat - now, 0}
     )
 });
 
+/// Gives back one request [`GCRA_SCRIPT`] allowed: the TAT moves back one interval, and a TAT
+/// no later than now is deleted, which is the same as a whole allowance.
+static REFUND_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.replicate_commands then redis.replicate_commands() end
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat then return 0 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local new_tat = tat - tonumber(ARGV[1])
+if new_tat <= now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.ceil((new_tat - now) / 1000))
+end
+return 1
+",
+    )
+});
+
 /// A rate-limit store in Redis, shared by every replica: one round trip per decision.
 ///
 /// # Algorithm and exactness
@@ -73,14 +94,38 @@ impl RateLimitStore for RedisRateLimitStore {
     /// The token's allowance lives under its org's hash tag, `svc:{<org_id>}:rl:<token_id>`:
     /// the same cluster slot as the org's.
     fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        self.check_key(
-            org_key(&self.prefix, &org_id, &format!("rl:{token_id}")),
-            limit,
-        )
+        self.check_key(token_key(&self.prefix, org_id, token_id), limit)
+    }
+
+    fn refunds(&self) -> bool {
+        true
+    }
+
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        self.refund_key(org_key(&self.prefix, &org_id, "rl"), limit)
+    }
+
+    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+        self.refund_key(token_key(&self.prefix, org_id, token_id), limit)
     }
 }
 
+fn token_key(prefix: &str, org_id: Uuid, token_id: Uuid) -> String {
+    org_key(prefix, &org_id, &format!("rl:{token_id}"))
+}
+
 impl RedisRateLimitStore {
+    fn refund_key(&self, key: String, limit: u32) -> StoreFuture<()> {
+        let pool = self.pool.clone();
+        let interval = Gcra::new(limit).interval_us();
+        Box::pin(async move {
+            let mut invocation = REFUND_SCRIPT.prepare_invoke();
+            invocation.key(key).arg(interval);
+            let _given_back: i64 = pool.invoke(&invocation).await?;
+            Ok(())
+        })
+    }
+
     fn check_key(&self, key: String, limit: u32) -> StoreFuture<Decision> {
         let pool = self.pool.clone();
         let limit = limit.max(1);
@@ -150,6 +195,27 @@ mod tests {
         let key = format!("{prefix}svc:{{{org}}}:rl");
         let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
         assert!((1..=6_000).contains(&ttl_ms), "ttl {ttl_ms}");
+    }
+
+    #[tokio::test]
+    async fn a_refund_gives_back_one_request() {
+        let store = store();
+        let (org, token) = (Uuid::new_v4(), Uuid::new_v4());
+        for _ in 0..3 {
+            assert!(store.check(org, 3).await.unwrap().allowed);
+            assert!(store.check_token(org, token, 3).await.unwrap().allowed);
+        }
+        assert!(!store.check(org, 3).await.unwrap().allowed);
+        store.refund(org, 3).await.unwrap();
+        store.refund_token(org, token, 3).await.unwrap();
+        let org_again = store.check(org, 3).await.unwrap();
+        assert!(org_again.allowed);
+        assert_eq!(org_again.remaining, 0);
+        assert!(store.check_token(org, token, 3).await.unwrap().allowed);
+        // A refund of an allowance already whole leaves it whole.
+        let fresh = Uuid::new_v4();
+        store.refund(fresh, 3).await.unwrap();
+        assert_eq!(store.check(fresh, 3).await.unwrap().remaining, 2);
     }
 
     #[tokio::test]

@@ -35,6 +35,26 @@ pub trait RateLimitStore: Send + Sync + 'static {
         let _ = (org_id, token_id);
         Box::pin(std::future::ready(Ok(Decision::unmetered(limit))))
     }
+
+    /// Whether [`refund`](Self::refund) gives back what `check` counted. Only a store that
+    /// can give back may decide before it is known whether the request will be served (see
+    /// [`EarlyRateLimit`](super::EarlyRateLimit)); the default cannot.
+    fn refunds(&self) -> bool {
+        false
+    }
+
+    /// Gives back one request of `org_id` that `check` allowed against `limit` but that was
+    /// never served, as if it had not been counted. The default gives back nothing.
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        let _ = (org_id, limit);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// [`refund`](Self::refund) for what `check_token` allowed.
+    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+        let _ = (org_id, token_id, limit);
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 impl<S: RateLimitStore + ?Sized> RateLimitStore for Arc<S> {
@@ -45,6 +65,18 @@ impl<S: RateLimitStore + ?Sized> RateLimitStore for Arc<S> {
     fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
         (**self).check_token(org_id, token_id, limit)
     }
+
+    fn refunds(&self) -> bool {
+        (**self).refunds()
+    }
+
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        (**self).refund(org_id, limit)
+    }
+
+    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+        (**self).refund_token(org_id, token_id, limit)
+    }
 }
 
 impl<S: RateLimitStore + ?Sized> RateLimitStore for Box<S> {
@@ -54,6 +86,18 @@ impl<S: RateLimitStore + ?Sized> RateLimitStore for Box<S> {
 
     fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
         (**self).check_token(org_id, token_id, limit)
+    }
+
+    fn refunds(&self) -> bool {
+        (**self).refunds()
+    }
+
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        (**self).refund(org_id, limit)
+    }
+
+    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+        (**self).refund_token(org_id, token_id, limit)
     }
 }
 
@@ -127,6 +171,12 @@ impl Gcra {
     #[cfg(feature = "redis")]
     pub(crate) fn interval_us(&self) -> u64 {
         self.interval_us
+    }
+
+    /// The TAT after giving back one allowed request at `now`; `None` when the allowance is
+    /// whole again, which is the same as no TAT at all.
+    pub(crate) fn give_back(&self, stored_tat: u64, now: u64) -> Option<u64> {
+        Some(stored_tat.saturating_sub(self.interval_us)).filter(|tat| *tat > now)
     }
 
     /// Decides one request at `now`; returns the new TAT to store when it is allowed.
@@ -206,6 +256,19 @@ mod tests {
         assert!(decision.allowed);
         assert_eq!(decision.remaining, 0);
         assert!(!gcra.decide(next, now).1.allowed);
+    }
+
+    #[test]
+    fn a_request_given_back_is_as_if_never_counted() {
+        let gcra = Gcra::new(3);
+        let now = 5_000_000;
+        let (first, _) = gcra.decide(None, now);
+        let (second, decision) = gcra.decide(first, now);
+        assert_eq!(decision.remaining, 1);
+        let given_back = second.and_then(|tat| gcra.give_back(tat, now));
+        assert_eq!(given_back, first);
+        assert_eq!(gcra.decide(given_back, now).1.remaining, 1);
+        assert_eq!(first.and_then(|tat| gcra.give_back(tat, now)), None);
     }
 
     #[test]

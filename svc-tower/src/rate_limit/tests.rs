@@ -564,3 +564,214 @@ async fn a_tokens_own_lower_limit_binds_first_and_its_numbers_are_in_the_headers
     assert_eq!(header(&other, &X_RATELIMIT_LIMIT).as_deref(), Some("10"));
     assert_eq!(header(&other, &X_RATELIMIT_REMAINING).as_deref(), Some("6"));
 }
+
+/// A memory store that counts the checks and refunds it is asked for.
+#[derive(Debug, Clone, Default)]
+struct Counting {
+    store: MemoryRateLimitStore,
+    checks: Arc<AtomicUsize>,
+    refunds: Arc<AtomicUsize>,
+}
+
+impl RateLimitStore for Counting {
+    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+        self.checks.fetch_add(1, Ordering::SeqCst);
+        self.store.check(org_id, limit)
+    }
+
+    fn refunds(&self) -> bool {
+        true
+    }
+
+    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+        self.refunds.fetch_add(1, Ordering::SeqCst);
+        self.store.refund(org_id, limit)
+    }
+}
+
+type Limited = tower::util::BoxCloneService<
+    Request<Full<Bytes>>,
+    Response<crate::body::ResponseBody<Full<Bytes>>>,
+    BoxError,
+>;
+
+/// EarlyRateLimit in front of a stand-in for PatAuth (a token is good while `tokens` maps it
+/// to its org; anything else is 401) and a permission check (`deny` is 403), then the limiter.
+fn early_stack(
+    store: Counting,
+    limit: u32,
+    tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, Uuid>>>,
+) -> Limited {
+    let rate_limit = OrgRateLimitLayer::new(store, limit);
+    let early = rate_limit.early();
+    let (inner, _) = counting();
+    let limited = ServiceBuilder::new().layer(rate_limit).service(inner);
+    let auth = tower::service_fn(move |mut request: Request<Full<Bytes>>| {
+        let limited = limited.clone();
+        let token = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_default();
+        let org = tokens.lock().unwrap().get(&token).copied();
+        async move {
+            let refuse = |status| {
+                let mut response = Response::new(crate::body::ResponseBody::empty());
+                *response.status_mut() = status;
+                Ok(response)
+            };
+            let Some(org) = org else {
+                return refuse(StatusCode::UNAUTHORIZED);
+            };
+            if request.headers().contains_key("deny") {
+                return refuse(StatusCode::FORBIDDEN);
+            }
+            let context = OrgContext::new(org, Permissions::CHAT_COMPLETIONS, Uuid::new_v4());
+            request.extensions_mut().insert(context);
+            limited.oneshot(request).await
+        }
+    });
+    tower::util::BoxCloneService::new(ServiceBuilder::new().layer(early).service(auth))
+}
+
+fn with_token(token: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .header(header::AUTHORIZATION, token)
+        .body(Full::default())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_early_decision_counts_each_request_once() {
+    let store = Counting::default();
+    let org = Uuid::new_v4();
+    let tokens = Arc::new(std::sync::Mutex::new(
+        [("Bearer a".to_owned(), org)].into_iter().collect(),
+    ));
+    let service = early_stack(store.clone(), 3, tokens);
+    let mut remaining = Vec::new();
+    for _ in 0..4 {
+        let response = service
+            .clone()
+            .oneshot(with_token("Bearer a"))
+            .await
+            .unwrap();
+        remaining.push((response.status(), header(&response, &X_RATELIMIT_REMAINING)));
+    }
+    let some = |n: &str| Some(n.to_owned());
+    assert_eq!(
+        remaining,
+        [
+            (StatusCode::OK, some("2")),
+            (StatusCode::OK, some("1")),
+            (StatusCode::OK, some("0")),
+            (StatusCode::TOO_MANY_REQUESTS, some("0")),
+        ]
+    );
+    // The first request's token was unknown: its limiter asked. The rest were asked early,
+    // and the limiter took those answers instead of asking again.
+    assert_eq!(store.checks.load(Ordering::SeqCst), 4);
+    assert_eq!(store.refunds.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_flood_of_a_revoked_token_spends_none_of_its_orgs_limit() {
+    let store = Counting::default();
+    let org = Uuid::new_v4();
+    let tokens = Arc::new(std::sync::Mutex::new(
+        [
+            ("Bearer revoked".to_owned(), org),
+            ("Bearer other".to_owned(), org),
+        ]
+        .into_iter()
+        .collect::<std::collections::HashMap<_, _>>(),
+    ));
+    let service = early_stack(store.clone(), 5, tokens.clone());
+    let seen = service
+        .clone()
+        .oneshot(with_token("Bearer revoked"))
+        .await
+        .unwrap();
+    assert_eq!(header(&seen, &X_RATELIMIT_REMAINING).as_deref(), Some("4"));
+    tokens.lock().unwrap().remove("Bearer revoked");
+    let flood = (0..50).map(|_| service.clone().oneshot(with_token("Bearer revoked")));
+    for response in futures_util::future::join_all(flood).await {
+        assert_eq!(response.unwrap().status(), StatusCode::UNAUTHORIZED);
+    }
+    // The requests in flight when the first 401 came back were counted early and given
+    // back; the token was then forgotten, so the rest were not counted at all.
+    let checked = store.checks.load(Ordering::SeqCst);
+    assert_eq!(store.refunds.load(Ordering::SeqCst), checked - 1);
+    for _ in 0..20 {
+        let refused = service
+            .clone()
+            .oneshot(with_token("Bearer revoked"))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(store.checks.load(Ordering::SeqCst), checked);
+    let other = service.oneshot(with_token("Bearer other")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::OK);
+    assert_eq!(header(&other, &X_RATELIMIT_REMAINING).as_deref(), Some("3"));
+}
+
+#[tokio::test]
+async fn a_request_refused_after_authentication_is_given_back() {
+    let store = Counting::default();
+    let org = Uuid::new_v4();
+    let tokens = Arc::new(std::sync::Mutex::new(
+        [("Bearer a".to_owned(), org)].into_iter().collect(),
+    ));
+    let service = early_stack(store.clone(), 2, tokens);
+    let first = service
+        .clone()
+        .oneshot(with_token("Bearer a"))
+        .await
+        .unwrap();
+    assert_eq!(header(&first, &X_RATELIMIT_REMAINING).as_deref(), Some("1"));
+    for _ in 0..5 {
+        let mut denied = with_token("Bearer a");
+        denied
+            .headers_mut()
+            .insert("deny", http::HeaderValue::from_static("1"));
+        let response = service.clone().oneshot(denied).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    }
+    assert_eq!(store.refunds.load(Ordering::SeqCst), 5);
+    // Still known: the token is good, only the route was refused.
+    let again = service.oneshot(with_token("Bearer a")).await.unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(header(&again, &X_RATELIMIT_REMAINING).as_deref(), Some("0"));
+    assert_eq!(store.checks.load(Ordering::SeqCst), 7);
+}
+
+#[tokio::test]
+async fn a_store_that_cannot_give_back_is_never_asked_early() {
+    #[derive(Debug, Clone, Default)]
+    struct Plain(Arc<AtomicUsize>, MemoryRateLimitStore);
+    impl RateLimitStore for Plain {
+        fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            self.1.check(org_id, limit)
+        }
+    }
+    let store = Plain::default();
+    let rate_limit = OrgRateLimitLayer::new(store.clone(), 10);
+    let (inner, _) = counting();
+    let service = ServiceBuilder::new()
+        .layer(rate_limit.early())
+        .layer(rate_limit)
+        .service(inner);
+    for _ in 0..3 {
+        let mut request = with_token("Bearer a");
+        request.extensions_mut().insert(OrgContext::new(
+            Uuid::new_v4(),
+            Permissions::CHAT_COMPLETIONS,
+            Uuid::new_v4(),
+        ));
+        service.clone().oneshot(request).await.unwrap();
+    }
+    assert_eq!(store.0.load(Ordering::SeqCst), 3);
+}

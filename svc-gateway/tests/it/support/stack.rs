@@ -126,8 +126,13 @@ impl Stack {
 
     /// A chat request through `gateway` as the seeded chat token and active agent.
     pub fn chat(&self, gateway: &Running) -> http::request::Builder {
+        self.chat_as(gateway, &self.seed.chat_token)
+    }
+
+    /// A chat request through `gateway` as `token` and the seeded active agent.
+    pub fn chat_as(&self, gateway: &Running, token: &str) -> http::request::Builder {
         Request::post(format!("{}/v1/chat/completions", gateway.url()))
-            .header("authorization", format!("Bearer {}", self.seed.chat_token))
+            .header("authorization", format!("Bearer {token}"))
             .header("x-svc-agent-id", self.agent("active").to_string())
             .header("content-type", "application/json")
     }
