@@ -160,6 +160,7 @@ impl<S: Store> AuthService for AuthApi<S> {
         &self,
         request: Request<v1::ValidateTokenRequest>,
     ) -> Result<Response<v1::ValidateTokenResponse>, Status> {
+        svc_runtime::runtime::busy();
         let started = Instant::now();
         let span = trace::span("ValidateToken", request.metadata());
         let bearer = &request.get_ref().access_token;

@@ -225,6 +225,7 @@ impl<S: Handler> tower::Service<Request<Incoming>> for Tracked<S> {
     }
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        crate::runtime::busy();
         request.extensions_mut().insert(self.peer);
         let guard = InFlight::start(&self.activity);
         let mut inner = self.inner.clone();
