@@ -19,7 +19,11 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::future::{Future, poll_fn};
+use std::task::Poll;
+
 use tokio::sync::Notify;
+use tokio::time::{Instant, sleep_until};
 
 use crate::config::{ConfigError, Vars, parse_positive};
 
@@ -57,11 +61,13 @@ pub fn build(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
     Ok(runtime)
 }
 
-/// How far ahead the anchor's timer is armed: less than any per-request deadline.
-const ANCHOR_PERIOD: Duration = Duration::from_millis(10);
+/// How far ahead each of the anchor's two timers is armed. They fire alternately, so the
+/// earlier is never more than half of it ahead: 25 ms, no later than any per-request deadline
+/// (the limiter's is 25 ms, ValidateToken's 50 ms).
+const ANCHOR_PERIOD: Duration = Duration::from_millis(50);
 
-/// Idle periods after which the anchor rests until the next request (one second).
-const ANCHOR_IDLE_PERIODS: u32 = 100;
+/// Firings without a request after which the anchor rests until the next request (a second).
+const ANCHOR_IDLE_FIRINGS: u32 = 40;
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
@@ -73,9 +79,10 @@ static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 /// a timer is registered that is earlier than the earliest it knew of when it last parked
 /// (tokio-rs/tokio#8383), even on the thread that is about to park anyway. At one request at a
 /// time there is no other timer, so each deadline cost those calls: three `write`s per chat
-/// request in the gateway. The anchor keeps a timer [`ANCHOR_PERIOD`] ahead while requests
-/// arrive, so a request's deadlines are never the earliest and arm silently. It rests after a
-/// second without requests, so an idle process is not woken.
+/// request in the gateway. The anchor keeps two timers armed [`ANCHOR_PERIOD`] apart, firing
+/// alternately, so the wheel always holds one earlier than a request's deadlines, which then
+/// arm silently; each re-arms behind the other, so the anchor wakes nothing either. It
+/// rests after a second without requests, so an idle process is not woken.
 pub fn busy() {
     if let Some(anchor) = ANCHOR.get() {
         anchor.touch();
@@ -100,19 +107,36 @@ impl Anchor {
     }
 
     async fn hold(&'static self) {
-        let mut idle = 0;
         loop {
-            tokio::time::sleep(ANCHOR_PERIOD).await;
-            if self.active.swap(false, Ordering::Relaxed) {
-                idle = 0;
-                continue;
-            }
-            idle += 1;
-            if idle >= ANCHOR_IDLE_PERIODS {
-                self.resting.store(true, Ordering::Release);
-                self.wake.notified().await;
-                idle = 0;
-            }
+            self.while_busy().await;
+            self.resting.store(true, Ordering::Release);
+            self.wake.notified().await;
+        }
+    }
+
+    /// Keeps the two timers armed until [`ANCHOR_IDLE_FIRINGS`] pass without a request.
+    async fn while_busy(&self) {
+        let now = Instant::now();
+        let mut timers = [
+            Box::pin(sleep_until(now + ANCHOR_PERIOD / 2)),
+            Box::pin(sleep_until(now + ANCHOR_PERIOD)),
+        ];
+        let mut idle = 0;
+        while idle < ANCHOR_IDLE_FIRINGS {
+            poll_fn(|cx| {
+                for timer in &mut timers {
+                    if timer.as_mut().poll(cx).is_ready() {
+                        timer.as_mut().reset(Instant::now() + ANCHOR_PERIOD);
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            idle = match self.active.swap(false, Ordering::Relaxed) {
+                true => 0,
+                false => idle + 1,
+            };
         }
     }
 }
@@ -130,5 +154,20 @@ mod tests {
         let error = worker_threads(&vars).unwrap_err().to_string();
         assert!(error.starts_with("SVC_WORKER_THREADS:"), "{error}");
         assert!(build(1).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_anchor_rests_after_a_quiet_second_and_a_request_wakes_it() {
+        let anchor: &'static Anchor = Box::leak(Box::default());
+        tokio::spawn(anchor.hold());
+        anchor.touch();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!anchor.resting.load(Ordering::Acquire), "busy for a second");
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert!(anchor.resting.load(Ordering::Acquire), "rests when quiet");
+        anchor.touch();
+        assert!(!anchor.resting.load(Ordering::Acquire));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!anchor.resting.load(Ordering::Acquire), "armed again");
     }
 }

@@ -34,6 +34,7 @@
 //! ```
 
 pub mod balance;
+mod coalesce;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -210,7 +211,9 @@ impl AuthClientConfig {
             && bare_host(&single.host).parse::<IpAddr>().is_ok()
         {
             let authority = format!("{}:{}", single.host, single.port);
-            return Ok(make(&authority, &single.host)?.connect_lazy());
+            let endpoint = make(&authority, &single.host)?;
+            let transport = coalesce::connector(endpoint.get_tcp_keepalive());
+            return Ok(endpoint.connect_with_connector_lazy(transport));
         }
         // Refuses bad TLS material now rather than in the discovery task.
         if let Some(first) = targets.first() {
