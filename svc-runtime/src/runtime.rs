@@ -62,12 +62,13 @@ pub fn build(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 /// How far ahead each of the anchor's two timers is armed. They fire alternately, so the
-/// earlier is never more than half of it ahead: 25 ms, no later than any per-request deadline
-/// (the limiter's is 25 ms, ValidateToken's 50 ms).
-const ANCHOR_PERIOD: Duration = Duration::from_millis(50);
+/// earlier is never more than half of it ahead: 50 ms, no later than ValidateToken's default
+/// deadline, Redis's (a second) or a body read's. The limiter's 25 ms is armed only when the
+/// decision was not started early and has not come back by the time it is needed.
+const ANCHOR_PERIOD: Duration = Duration::from_millis(100);
 
 /// Firings without a request after which the anchor rests until the next request (a second).
-const ANCHOR_IDLE_FIRINGS: u32 = 40;
+const ANCHOR_IDLE_FIRINGS: u32 = 20;
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
