@@ -78,9 +78,9 @@ static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 /// Why: every request arms a few deadlines (the auth call's, Redis's, the limiter's). Tokio
 /// wakes its own I/O driver, a `write` to an eventfd and often one more `epoll_wait`, whenever
 /// a timer is registered that is earlier than the earliest it knew of when it last parked
-/// (tokio-rs/tokio#8383), even on the thread that is about to park anyway. At one request at a
+/// (tokio-rs/tokio#5207), even on the thread that is about to park anyway. At one request at a
 /// time there is no other timer, so each deadline cost those calls: three `write`s per chat
-/// request in the gateway. The anchor keeps two timers armed [`ANCHOR_PERIOD`] apart, firing
+/// request in the gateway. The anchor keeps two timers armed 50 ms apart, firing
 /// alternately, so the wheel always holds one earlier than a request's deadlines, which then
 /// arm silently; each re-arms behind the other, so the anchor wakes nothing either. It
 /// rests after a second without requests, so an idle process is not woken.

@@ -13,7 +13,7 @@
 //!
 //! HTTP/1 waits for the next request on a kept-alive connection under the header-read
 //! timeout, so such a connection closes after the shorter of the two. Every connection must
-//! keep making progress: see [the connection](conn) for what counts.
+//! keep making progress: see the private `conn` module for what counts.
 //!
 //! ```
 //! use std::time::Duration;

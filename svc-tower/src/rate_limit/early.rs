@@ -1,23 +1,5 @@
-//! The rate-limit decision started at the same moment as authentication.
-//!
-//! A token's org never changes, so once a token has been authenticated the org (and the
-//! token's own limit) its next request counts against is known before the auth service
-//! answers. [`EarlyRateLimit`] sits in front of `PatAuth` and starts that request's store
-//! round trip at once; [`OrgRateLimit`](super::OrgRateLimit) further in takes the decision
-//! instead of starting its own. The two round trips overlap, and the request waits for the
-//! longer of them rather than for both in turn.
-//!
-//! Nothing about the answers changes. `OrgRateLimit` still decides, after authentication and
-//! only for the org the validated token names: a token refused by the auth service is 401
-//! whatever the store said, and a request the limiter never reached (401, 403, a 503 from the
-//! auth service, a client gone) is given back with [`RateLimitStore::refund`] before its
-//! answer leaves, so it spends none of its org's limit. A token refused with 401 is forgotten
-//! at once, so a flood of a revoked token is counted and given back only by the requests
-//! already in flight when it was revoked, and after that not at all.
-//!
-//! Tokens are remembered by a keyed hash of their `Authorization` value (never the value
-//! itself), up to [`MAX_SEEN`] at a time. A store that cannot give back
-//! ([`RateLimitStore::refunds`] false) is never asked early.
+//! The rate-limit decision started at the same moment as authentication; see
+//! [`EarlyRateLimitLayer`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -190,8 +172,26 @@ pub(crate) struct Shared {
 
 /// Starts the rate-limit decision of a request whose token was authenticated before, for
 /// `OrgRateLimit` to take. Made by
-/// [`OrgRateLimitLayer::early`](super::OrgRateLimitLayer::early); see the
-/// [module docs](self).
+/// [`OrgRateLimitLayer::early`](super::OrgRateLimitLayer::early).
+///
+/// A token's org never changes, so once a token has been authenticated the org (and the
+/// token's own limit) its next request counts against is known before the auth service
+/// answers. [`EarlyRateLimit`] sits in front of `PatAuth` and starts that request's store
+/// round trip at once; [`OrgRateLimit`](super::OrgRateLimit) further in takes the decision
+/// instead of starting its own. The two round trips overlap, and the request waits for the
+/// longer of them rather than for both in turn.
+///
+/// Nothing about the answers changes. `OrgRateLimit` still decides, after authentication and
+/// only for the org the validated token names: a token refused by the auth service is 401
+/// whatever the store said, and a request the limiter never reached (401, 403, a 503 from the
+/// auth service, a client gone) is given back with [`RateLimitStore::refund`] before its
+/// answer leaves, so it spends none of its org's limit. A token refused with 401 is forgotten
+/// at once, so a flood of a revoked token is counted and given back only by the requests
+/// already in flight when it was revoked, and after that not at all.
+///
+/// Tokens are remembered by a keyed hash of their `Authorization` value (never the value
+/// itself), up to 16,384 at a time. A store that cannot give back
+/// ([`RateLimitStore::refunds`] false) is never asked early.
 #[derive(Clone)]
 pub struct EarlyRateLimitLayer {
     shared: Shared,
