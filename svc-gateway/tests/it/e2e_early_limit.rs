@@ -53,3 +53,40 @@ async fn a_flood_of_a_revoked_token_cannot_spend_its_orgs_limit() {
         "the revoked token's flood spent none of the org's limit"
     );
 }
+
+#[tokio::test]
+async fn a_paused_agents_flood_cannot_spend_its_orgs_limit() {
+    let stack = Stack::start(Script::Json(200, completion("hello"), vec![])).await;
+    let gateway = stack.gateway(&[("SVC_RATE_LIMIT_RPM", "6")]).await;
+    let http = client();
+    let (_, token) = stack.token_with(1).await;
+    let ask = || {
+        stack
+            .chat_as(&gateway, &token)
+            .body(body(&json!({
+                "model": LIVE_MODEL,
+                "messages": [{"role": "user", "content": "hi"}],
+            })))
+            .unwrap()
+    };
+    for expected in ["5", "4"] {
+        let passed = send(&http, ask()).await;
+        assert_eq!(passed.status, 200, "{:?}", passed.body);
+        assert_eq!(passed.header("x-ratelimit-remaining"), Some(expected));
+    }
+    let agent = stack.agent("active");
+    stack.set_agent_status(agent, "paused").await;
+    let flood = (0..64).map(|_| send(&http, ask()));
+    for refused in futures_util::future::join_all(flood).await {
+        assert_eq!(refused.status, 403, "{:?}", refused.body);
+        assert_eq!(refused.json()["error"]["code"], "AGENT_SUSPENDED");
+    }
+    stack.set_agent_status(agent, "active").await;
+    let resumed = send(&http, ask()).await;
+    assert_eq!(resumed.status, 200, "{:?}", resumed.body);
+    assert_eq!(
+        resumed.header("x-ratelimit-remaining"),
+        Some("3"),
+        "the paused agent's flood spent none of the org's limit"
+    );
+}

@@ -185,9 +185,10 @@ pub(crate) struct Shared {
 /// only for the org the validated token names: a token refused by the auth service is 401
 /// whatever the store said, and a request the limiter never reached (401, 403, a 503 from the
 /// auth service, a client gone) is given back with [`RateLimitStore::refund`] before its
-/// answer leaves, so it spends none of its org's limit. A token refused with 401 is forgotten
-/// at once, so a flood of a revoked token is counted and given back only by the requests
-/// already in flight when it was revoked, and after that not at all.
+/// answer leaves, so it spends none of its org's limit. A token refused with 401 or 403 is
+/// forgotten at once, until a request of it passes again: a flood of a revoked token, or of a
+/// paused agent's, is counted and given back only by the requests already in flight when the
+/// first refusal came back, and after that not at all.
 ///
 /// Tokens are remembered by a keyed hash of their `Authorization` value (never the value
 /// itself), up to 16,384 at a time. A store that cannot give back
@@ -314,7 +315,12 @@ where
         let Some(early) = this.early.take() else {
             return Poll::Ready(Ok(response));
         };
-        if response.status() == StatusCode::UNAUTHORIZED {
+        // Refused for what the token is or may do: not asked early again until it passes, so
+        // a revoked token or a paused agent's flood costs the store nothing once answered.
+        if matches!(
+            response.status(),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        ) {
             early.0.shared.seen.forget(early.0.key);
         }
         let Some(mut refund) = early.0.leftover() else {

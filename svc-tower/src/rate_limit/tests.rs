@@ -739,12 +739,23 @@ async fn a_request_refused_after_authentication_is_given_back() {
         let response = service.clone().oneshot(denied).await.unwrap();
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
     }
-    assert_eq!(store.refunds.load(Ordering::SeqCst), 5);
-    // Still known: the token is good, only the route was refused.
-    let again = service.oneshot(with_token("Bearer a")).await.unwrap();
+    // The first refusal was counted early and given back; the token was then forgotten, so
+    // the other four were not counted at all.
+    assert_eq!(store.refunds.load(Ordering::SeqCst), 1);
+    assert_eq!(store.checks.load(Ordering::SeqCst), 2);
+    let again = service
+        .clone()
+        .oneshot(with_token("Bearer a"))
+        .await
+        .unwrap();
     assert_eq!(again.status(), StatusCode::OK);
     assert_eq!(header(&again, &X_RATELIMIT_REMAINING).as_deref(), Some("0"));
-    assert_eq!(store.checks.load(Ordering::SeqCst), 7);
+    assert_eq!(store.checks.load(Ordering::SeqCst), 3);
+    // Allowed again: one count for the request, taken early or not.
+    let refused = service.oneshot(with_token("Bearer a")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(store.checks.load(Ordering::SeqCst), 4);
+    assert_eq!(store.refunds.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
