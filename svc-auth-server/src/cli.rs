@@ -25,6 +25,9 @@ use crate::seed::{SeedError, SeedOptions};
 use crate::server::Server;
 use crate::store::AgentStatus;
 
+/// The ValidateToken deadline a gateway sends by default (`SVC_AUTH_VALIDATE_TIMEOUT`).
+const GATEWAY_VALIDATE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// `svc-auth-server`.
 #[derive(Debug, Parser)]
 #[command(
@@ -178,7 +181,9 @@ pub fn run(args: &[String], vars: &Vars) -> ExitCode {
     if let (Command::Serve, Err(error)) = (&command, config.check_serving()) {
         return fail(EXIT_CONFIG, error);
     }
-    let runtime = match svc_runtime::runtime::build(config.worker_threads) {
+    // A read's pool acquire, or the deadline a gateway sends by default, whichever is shorter.
+    let shortest = config.pool.acquire_timeout.min(GATEWAY_VALIDATE_TIMEOUT);
+    let runtime = match svc_runtime::runtime::build(config.worker_threads, shortest) {
         Ok(runtime) => runtime,
         Err(error) => return fail(1, format_args!("cannot start the runtime: {error}")),
     };

@@ -46,7 +46,9 @@ fn main() {
             std::process::exit(EXIT_CONFIG);
         }
     };
-    let runtime = match svc_runtime::runtime::build(config.worker_threads) {
+    // ValidateToken's is the shortest deadline every request arms.
+    let shortest = config.auth.validate_timeout;
+    let runtime = match svc_runtime::runtime::build(config.worker_threads, shortest) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the runtime: {error}");

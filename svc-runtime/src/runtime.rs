@@ -42,10 +42,14 @@ pub fn worker_threads(vars: &Vars) -> Result<usize, ConfigError> {
     vars.parse_or(SVC_WORKER_THREADS, half_the_cpus(), parse_positive::<usize>)
 }
 
-/// A runtime with `workers` workers, I/O and timers on, and the [timer anchor](busy). One
-/// worker is Tokio's current-thread scheduler on the thread that calls `block_on`; more is the
-/// multi-threaded one.
-pub fn build(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+/// A runtime with `workers` workers, I/O and timers on, and the [timer anchor](busy) for
+/// requests whose shortest deadline is `shortest_deadline`. One worker is Tokio's
+/// current-thread scheduler on the thread that calls `block_on`; more is the multi-threaded
+/// one.
+pub fn build(
+    workers: usize,
+    shortest_deadline: Duration,
+) -> std::io::Result<tokio::runtime::Runtime> {
     let runtime = if workers == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -57,18 +61,15 @@ pub fn build(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
             .build()?
     };
     let anchor = ANCHOR.get_or_init(Anchor::default);
-    runtime.spawn(anchor.hold());
+    runtime.spawn(anchor.hold(shortest_deadline.max(MIN_AHEAD)));
     Ok(runtime)
 }
 
-/// How far ahead each of the anchor's two timers is armed. They fire alternately, so the
-/// earlier is never more than half of it ahead: 50 ms, no later than ValidateToken's default
-/// deadline, Redis's (a second) or a body read's. The limiter's 25 ms is armed only when the
-/// decision was not started early and has not come back by the time it is needed.
-const ANCHOR_PERIOD: Duration = Duration::from_millis(100);
+/// The anchor's timers are never closer together than this, whatever the deadlines.
+const MIN_AHEAD: Duration = Duration::from_millis(5);
 
-/// Firings without a request after which the anchor rests until the next request (a second).
-const ANCHOR_IDLE_FIRINGS: u32 = 20;
+/// Without a request for this long the anchor rests until the next one.
+const ANCHOR_IDLE: Duration = Duration::from_secs(1);
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
@@ -80,10 +81,11 @@ static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 /// a timer is registered that is earlier than the earliest it knew of when it last parked
 /// (tokio-rs/tokio#5207), even on the thread that is about to park anyway. At one request at a
 /// time there is no other timer, so each deadline cost those calls: three `write`s per chat
-/// request in the gateway. The anchor keeps two timers armed 50 ms apart, firing
-/// alternately, so the wheel always holds one earlier than a request's deadlines, which then
-/// arm silently; each re-arms behind the other, so the anchor wakes nothing either. It
-/// rests after a second without requests, so an idle process is not woken.
+/// request in the gateway. The anchor keeps two timers armed, firing alternately, the earlier
+/// never further ahead than the requests' shortest deadline, so the wheel always holds one
+/// earlier than a request's deadlines, which then arm silently; each re-arms behind the other,
+/// so the anchor wakes nothing either. It rests after a second without requests, so an idle
+/// process is not woken.
 pub fn busy() {
     if let Some(anchor) = ANCHOR.get() {
         anchor.touch();
@@ -107,37 +109,37 @@ impl Anchor {
         }
     }
 
-    async fn hold(&'static self) {
+    /// Holds the anchor with its earlier timer at most `ahead` away.
+    async fn hold(&'static self, ahead: Duration) {
         loop {
-            self.while_busy().await;
+            self.while_busy(ahead).await;
             self.resting.store(true, Ordering::Release);
             self.wake.notified().await;
         }
     }
 
-    /// Keeps the two timers armed until [`ANCHOR_IDLE_FIRINGS`] pass without a request.
-    async fn while_busy(&self) {
+    /// Keeps the two timers armed until [`ANCHOR_IDLE`] passes without a request.
+    async fn while_busy(&self, ahead: Duration) {
         let now = Instant::now();
         let mut timers = [
-            Box::pin(sleep_until(now + ANCHOR_PERIOD / 2)),
-            Box::pin(sleep_until(now + ANCHOR_PERIOD)),
+            Box::pin(sleep_until(now + ahead)),
+            Box::pin(sleep_until(now + 2 * ahead)),
         ];
-        let mut idle = 0;
-        while idle < ANCHOR_IDLE_FIRINGS {
+        let mut quiet_since = now;
+        while quiet_since.elapsed() < ANCHOR_IDLE {
             poll_fn(|cx| {
                 for timer in &mut timers {
                     if timer.as_mut().poll(cx).is_ready() {
-                        timer.as_mut().reset(Instant::now() + ANCHOR_PERIOD);
+                        timer.as_mut().reset(Instant::now() + 2 * ahead);
                         return Poll::Ready(());
                     }
                 }
                 Poll::Pending
             })
             .await;
-            idle = match self.active.swap(false, Ordering::Relaxed) {
-                true => 0,
-                false => idle + 1,
-            };
+            if self.active.swap(false, Ordering::Relaxed) {
+                quiet_since = Instant::now();
+            }
         }
     }
 }
@@ -154,13 +156,13 @@ mod tests {
         let vars = Vars::from_pairs([(SVC_WORKER_THREADS, "0")]);
         let error = worker_threads(&vars).unwrap_err().to_string();
         assert!(error.starts_with("SVC_WORKER_THREADS:"), "{error}");
-        assert!(build(1).is_ok());
+        assert!(build(1, Duration::from_millis(50)).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_anchor_rests_after_a_quiet_second_and_a_request_wakes_it() {
         let anchor: &'static Anchor = Box::leak(Box::default());
-        tokio::spawn(anchor.hold());
+        tokio::spawn(anchor.hold(Duration::from_millis(50)));
         anchor.touch();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(!anchor.resting.load(Ordering::Acquire), "busy for a second");
