@@ -3,9 +3,8 @@
 
 use crate::support;
 
-use serde_json::json;
 use support::stack::{Stack, body};
-use support::{LIVE_MODEL, Script, client, completion, send};
+use support::{LIVE_MODEL, Script, chat_body, client, completion, send};
 
 #[tokio::test]
 async fn a_flood_of_a_revoked_token_cannot_spend_its_orgs_limit() {
@@ -21,10 +20,7 @@ async fn a_flood_of_a_revoked_token_cannot_spend_its_orgs_limit() {
     let ask = |token: &str| {
         stack
             .chat_as(&gateway, token)
-            .body(body(&json!({
-                "model": LIVE_MODEL,
-                "messages": [{"role": "user", "content": "hi"}],
-            })))
+            .body(body(&chat_body(LIVE_MODEL)))
             .unwrap()
     };
     let (revoked_id, revoked) = stack.token_with(1).await;
@@ -63,10 +59,7 @@ async fn a_paused_agents_flood_cannot_spend_its_orgs_limit() {
     let ask = || {
         stack
             .chat_as(&gateway, &token)
-            .body(body(&json!({
-                "model": LIVE_MODEL,
-                "messages": [{"role": "user", "content": "hi"}],
-            })))
+            .body(body(&chat_body(LIVE_MODEL)))
             .unwrap()
     };
     for expected in ["5", "4"] {

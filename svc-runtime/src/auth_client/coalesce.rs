@@ -100,15 +100,11 @@ impl<T: Write + Unpin> Coalesced<T> {
 
 impl<T: Write + Unpin> Write for Coalesced<T> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.held.len() >= HOLD {
-            ready!(self.poll_drain(cx))?;
-        }
-        self.held.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
 
     fn poll_write_vectored(

@@ -57,49 +57,39 @@ pub trait RateLimitStore: Send + Sync + 'static {
     }
 }
 
-impl<S: RateLimitStore + ?Sized> RateLimitStore for Arc<S> {
-    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        (**self).check(org_id, limit)
-    }
+/// A store behind a pointer is the store.
+macro_rules! forward_store {
+    ($($pointer:ident),+) => {$(
+        impl<S: RateLimitStore + ?Sized> RateLimitStore for $pointer<S> {
+            fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
+                (**self).check(org_id, limit)
+            }
 
-    fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        (**self).check_token(org_id, token_id, limit)
-    }
+            fn check_token(
+                &self,
+                org_id: Uuid,
+                token_id: Uuid,
+                limit: u32,
+            ) -> StoreFuture<Decision> {
+                (**self).check_token(org_id, token_id, limit)
+            }
 
-    fn refunds(&self) -> bool {
-        (**self).refunds()
-    }
+            fn refunds(&self) -> bool {
+                (**self).refunds()
+            }
 
-    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
-        (**self).refund(org_id, limit)
-    }
+            fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
+                (**self).refund(org_id, limit)
+            }
 
-    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
-        (**self).refund_token(org_id, token_id, limit)
-    }
+            fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
+                (**self).refund_token(org_id, token_id, limit)
+            }
+        }
+    )+};
 }
 
-impl<S: RateLimitStore + ?Sized> RateLimitStore for Box<S> {
-    fn check(&self, org_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        (**self).check(org_id, limit)
-    }
-
-    fn check_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<Decision> {
-        (**self).check_token(org_id, token_id, limit)
-    }
-
-    fn refunds(&self) -> bool {
-        (**self).refunds()
-    }
-
-    fn refund(&self, org_id: Uuid, limit: u32) -> StoreFuture<()> {
-        (**self).refund(org_id, limit)
-    }
-
-    fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
-        (**self).refund_token(org_id, token_id, limit)
-    }
-}
+forward_store!(Arc, Box);
 
 /// Allows everything: the limiter used when no `REDIS_URL` is configured.
 ///

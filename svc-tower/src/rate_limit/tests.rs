@@ -597,11 +597,7 @@ type Limited = tower::util::BoxCloneService<
 
 /// EarlyRateLimit in front of a stand-in for PatAuth (a token is good while `tokens` maps it
 /// to its org; anything else is 401) and a permission check (`deny` is 403), then the limiter.
-fn early_stack(
-    store: Counting,
-    limit: u32,
-    tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, Uuid>>>,
-) -> Limited {
+fn early_stack(store: Counting, limit: u32, tokens: Tokens) -> Limited {
     let rate_limit = OrgRateLimitLayer::new(store, limit);
     let early = rate_limit.early();
     let (inner, _) = counting();
@@ -635,6 +631,14 @@ fn early_stack(
     tower::util::BoxCloneService::new(ServiceBuilder::new().layer(early).service(auth))
 }
 
+type Tokens = Arc<std::sync::Mutex<std::collections::HashMap<String, Uuid>>>;
+
+/// The stand-in auth service's good tokens, each of `org`.
+fn tokens(org: Uuid, names: &[&str]) -> Tokens {
+    let good = names.iter().map(|name| ((*name).to_owned(), org));
+    Arc::new(std::sync::Mutex::new(good.collect()))
+}
+
 fn with_token(token: &str) -> Request<Full<Bytes>> {
     Request::builder()
         .header(header::AUTHORIZATION, token)
@@ -646,10 +650,7 @@ fn with_token(token: &str) -> Request<Full<Bytes>> {
 async fn an_early_decision_counts_each_request_once() {
     let store = Counting::default();
     let org = Uuid::new_v4();
-    let tokens = Arc::new(std::sync::Mutex::new(
-        [("Bearer a".to_owned(), org)].into_iter().collect(),
-    ));
-    let service = early_stack(store.clone(), 3, tokens);
+    let service = early_stack(store.clone(), 3, tokens(org, &["Bearer a"]));
     let mut remaining = Vec::new();
     for _ in 0..4 {
         let response = service
@@ -679,14 +680,7 @@ async fn an_early_decision_counts_each_request_once() {
 async fn a_flood_of_a_revoked_token_spends_none_of_its_orgs_limit() {
     let store = Counting::default();
     let org = Uuid::new_v4();
-    let tokens = Arc::new(std::sync::Mutex::new(
-        [
-            ("Bearer revoked".to_owned(), org),
-            ("Bearer other".to_owned(), org),
-        ]
-        .into_iter()
-        .collect::<std::collections::HashMap<_, _>>(),
-    ));
+    let tokens = tokens(org, &["Bearer revoked", "Bearer other"]);
     let service = early_stack(store.clone(), 5, tokens.clone());
     let seen = service
         .clone()
@@ -721,10 +715,7 @@ async fn a_flood_of_a_revoked_token_spends_none_of_its_orgs_limit() {
 async fn a_request_refused_after_authentication_is_given_back() {
     let store = Counting::default();
     let org = Uuid::new_v4();
-    let tokens = Arc::new(std::sync::Mutex::new(
-        [("Bearer a".to_owned(), org)].into_iter().collect(),
-    ));
-    let service = early_stack(store.clone(), 2, tokens);
+    let service = early_stack(store.clone(), 2, tokens(org, &["Bearer a"]));
     let first = service
         .clone()
         .oneshot(with_token("Bearer a"))
