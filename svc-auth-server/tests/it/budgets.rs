@@ -244,6 +244,18 @@ async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spe
         .await
         .unwrap();
     let token_id: Uuid = created.token_id.parse().unwrap();
+    let validate = |agent: Option<Uuid>| v1::ValidateTokenRequest {
+        access_token: created.token.clone(),
+        agent_id: agent.map(|a| a.to_string()),
+    };
+    // An org without budgets: the statement skips the budget read, and answers none.
+    let answer = h
+        .client
+        .validate_token(validate(Some(agent)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.budgets.is_empty(), "{:?}", answer.budgets);
     for request in [
         set("org", "", 5_000_000, "total"),
         set("agent", &agent.to_string(), 1_000, "day"),
@@ -252,10 +264,6 @@ async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spe
     ] {
         h.client.set_budget(bearer(request, &admin)).await.unwrap();
     }
-    let validate = |agent: Option<Uuid>| v1::ValidateTokenRequest {
-        access_token: created.token.clone(),
-        agent_id: agent.map(|a| a.to_string()),
-    };
     let scopes = |budgets: &[v1::Budget]| {
         let mut scopes: Vec<(String, i64)> = budgets
             .iter()
