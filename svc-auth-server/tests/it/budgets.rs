@@ -234,6 +234,19 @@ async fn budgets_need_budget_manage_and_well_formed_requests() {
     }
 }
 
+/// The budgets ValidateToken answers for `request`.
+async fn validated_budgets(
+    client: &mut Client,
+    request: v1::ValidateTokenRequest,
+) -> Vec<v1::Budget> {
+    client
+        .validate_token(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .budgets
+}
+
 #[tokio::test]
 async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spend() {
     let mut h = start().await;
@@ -249,13 +262,8 @@ async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spe
         agent_id: agent.map(|a| a.to_string()),
     };
     // An org without budgets: the statement skips the budget read, and answers none.
-    let answer = h
-        .client
-        .validate_token(validate(Some(agent)))
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(answer.budgets.is_empty(), "{:?}", answer.budgets);
+    let budgets = validated_budgets(&mut h.client, validate(Some(agent))).await;
+    assert!(budgets.is_empty(), "{budgets:?}");
     for request in [
         set("org", "", 5_000_000, "total"),
         set("agent", &agent.to_string(), 1_000, "day"),
@@ -274,30 +282,20 @@ async fn validate_token_answers_the_calls_budgets_and_get_budget_spend_their_spe
     };
     // Acting as the active agent: the org's, that agent's and the token's, never another
     // agent's, and no spend (ValidateToken reads no ledger).
-    let answer = h
-        .client
-        .validate_token(validate(Some(agent)))
-        .await
-        .unwrap()
-        .into_inner();
+    let budgets = validated_budgets(&mut h.client, validate(Some(agent))).await;
     assert_eq!(
-        scopes(&answer.budgets),
+        scopes(&budgets),
         [
             ("agent".to_owned(), 1_000),
             ("org".to_owned(), 5_000_000),
             ("token".to_owned(), 300)
         ]
     );
-    assert!(answer.budgets.iter().all(|b| b.spent_usd_micros.is_none()));
+    assert!(budgets.iter().all(|b| b.spent_usd_micros.is_none()));
     // Without an agent, a token bound to none draws on the org's and its own.
-    let answer = h
-        .client
-        .validate_token(validate(None))
-        .await
-        .unwrap()
-        .into_inner();
+    let budgets = validated_budgets(&mut h.client, validate(None)).await;
     assert_eq!(
-        scopes(&answer.budgets),
+        scopes(&budgets),
         [("org".to_owned(), 5_000_000), ("token".to_owned(), 300)]
     );
 
