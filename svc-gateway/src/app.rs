@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry as PromRegistry;
@@ -29,6 +30,7 @@ use svc_tower::rate_limit::{
 use svc_tower::request_id::RequestIdLayer;
 use svc_tower::store::{RedisPool, StoreError};
 use tower::ServiceBuilder;
+use tower::util::{Either, MapResponseLayer};
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::access_log::{AccessLogLayer, IdentityLayer};
@@ -398,7 +400,7 @@ impl Gateway {
                 .route_layer(
                     ServiceBuilder::new()
                         // Sessions first: every answer, rejections included, echoes the id.
-                        .layer(axum::middleware::from_fn(session::session_layer))
+                        .layer(session::SessionLayer)
                         // A body that stops arriving is a 408 when the handler reads it, so a
                         // trickle cannot hold the connection.
                         .layer(RequestBodyTimeoutLayer::new(config.http.body_read_timeout))
@@ -553,14 +555,19 @@ impl Gateway {
                             .trace_id_header(config.trace_id_header.clone()),
                     )
                     // Right inside RequestId, which chose the trace id: the exported span of
-                    // the request carries that id, and its status is the final one.
-                    .layer(axum::middleware::from_fn_with_state(
-                        crate::request_span::Export {
-                            enabled: config.otel.endpoint.is_some(),
-                            trust_inbound_sampling: config.trust_inbound_sampling,
-                        },
-                        crate::request_span::record,
-                    ))
+                    // the request carries that id, and its status is the final one. Only with
+                    // trace export: a pass-through middleware still costs every request a
+                    // clone of the stack below and a boxed future.
+                    .layer(if config.otel.endpoint.is_some() {
+                        Either::Left(axum::middleware::from_fn_with_state(
+                            crate::request_span::Export {
+                                trust_inbound_sampling: config.trust_inbound_sampling,
+                            },
+                            crate::request_span::record,
+                        ))
+                    } else {
+                        Either::Right(MapResponseLayer::new(IntoResponse::into_response))
+                    })
                     // Renders every ApiError rejection below it as the envelope, in one place,
                     // and turns a panic into a 500.
                     .layer(ErrorEnvelopeLayer::new().docs_base(config.error_docs_base.clone()))
@@ -569,18 +576,15 @@ impl Gateway {
                     .layer(AccessLogLayer::new(config.access_log))
                     // Right inside the envelope, where a rejection's error code is still in the
                     // response: reports 5xx answers and panics when SENTRY_DSN is set.
-                    .layer(axum::middleware::from_fn_with_state(
-                        crate::error_report::Reporting {
-                            enabled: config.sentry_dsn.is_some(),
-                        },
-                        crate::error_report::report,
-                    ))
+                    .option_layer(
+                        config
+                            .sentry_dsn
+                            .is_some()
+                            .then(|| axum::middleware::from_fn(crate::error_report::report)),
+                    )
                     // Counts final statuses by route template, rejections included, and the
                     // gateway's own cost of each provider call.
-                    .layer(axum::middleware::from_fn_with_state(
-                        self.http_metrics.clone(),
-                        crate::http_metrics::record,
-                    )),
+                    .layer(self.http_metrics.clone()),
             )
     }
 

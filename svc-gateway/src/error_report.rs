@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use http::StatusCode;
@@ -26,19 +26,10 @@ use svc_tower::request_id::{RequestId, TraceId};
 
 use crate::http_metrics::bounded_method;
 
-/// Whether [`report`] reports (`false` makes it a pass-through).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reporting {
-    /// A DSN is configured.
-    pub enabled: bool,
-}
-
 /// Reports a 5xx answer, and a panic below with the request's tags; sits right inside the
-/// error envelope, where an [`ApiError`] is still in the response.
-pub async fn report(State(reporting): State<Reporting>, request: Request, next: Next) -> Response {
-    if !reporting.enabled {
-        return next.run(request).await;
-    }
+/// error envelope, where an [`ApiError`] is still in the response. The gateway adds it only
+/// when a DSN is configured.
+pub async fn report(request: Request, next: Next) -> Response {
     let mut tags = BTreeMap::new();
     if let Some(id) = request.extensions().get::<RequestId>() {
         tags.insert("request_id", id.to_string());

@@ -9,18 +9,21 @@
 //! never the raw path, and `unmatched` for the 404 fallback; methods outside the standard
 //! set count as `OTHER`.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-use http::Method;
+use axum::extract::MatchedPath;
+use http::{Method, Request, Response};
+use pin_project_lite::pin_project;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use svc_tower::metrics::latency_histogram;
+use tower::{Layer, Service};
 
 /// How long a call waited on its provider, to the response head: in the response extensions
 /// of every call that reached one.
@@ -36,7 +39,8 @@ struct RequestLabels {
     code: u16,
 }
 
-/// The handles this middleware records into; clones share the series.
+/// The handles this middleware records into, and the layer that records; clones share the
+/// series.
 #[derive(Clone, Debug)]
 pub struct HttpMetrics {
     requests: Family<RequestLabels, Counter>,
@@ -82,34 +86,88 @@ impl HttpMetrics {
 }
 
 /// Records one request; runs inside the router so the matched route is known.
-pub async fn record(State(http): State<HttpMetrics>, request: Request, next: Next) -> Response {
-    let HttpMetrics {
-        requests,
-        duration,
-        overhead,
-    } = http;
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|path| path.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let mut pending = Pending {
-        requests,
-        duration,
-        labels: Some(RequestLabels {
-            route,
-            method: bounded_method(request.method()),
-            code: 0,
-        }),
-        started: Instant::now(),
-    };
-    let response = next.run(request).await;
-    if let Some(ProviderWait(wait)) = response.extensions().get::<ProviderWait>() {
-        let spent = pending.started.elapsed().saturating_sub(*wait);
-        overhead.observe(spent.as_secs_f64());
+impl<S> Layer<S> for HttpMetrics {
+    type Service = Recorded<S>;
+
+    fn layer(&self, inner: S) -> Recorded<S> {
+        Recorded {
+            inner,
+            http: self.clone(),
+        }
     }
-    pending.finish(response.status().as_u16());
-    response
+}
+
+/// The service [`HttpMetrics`] makes as a layer.
+#[derive(Clone, Debug)]
+pub struct Recorded<S> {
+    inner: S,
+    http: HttpMetrics,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Recorded<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = RecordFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(|path| path.as_str().to_owned())
+            .unwrap_or_else(|| "unmatched".to_owned());
+        let pending = Pending {
+            requests: self.http.requests.clone(),
+            duration: self.http.duration.clone(),
+            labels: Some(RequestLabels {
+                route,
+                method: bounded_method(request.method()),
+                code: 0,
+            }),
+            started: Instant::now(),
+        };
+        RecordFuture {
+            inner: self.inner.call(request),
+            overhead: self.http.overhead.clone(),
+            pending,
+        }
+    }
+}
+
+pin_project! {
+    /// The response of [`Recorded`], counted when it is ready.
+    pub struct RecordFuture<F> {
+        #[pin]
+        inner: F,
+        overhead: Histogram,
+        pending: Pending,
+    }
+}
+
+impl<F, ResBody, E> Future for RecordFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = ready!(this.inner.poll(cx));
+        if let Ok(response) = &response {
+            if let Some(ProviderWait(wait)) = response.extensions().get::<ProviderWait>() {
+                let spent = this.pending.started.elapsed().saturating_sub(*wait);
+                this.overhead.observe(spent.as_secs_f64());
+            }
+            this.pending.finish(response.status().as_u16());
+        }
+        Poll::Ready(response)
+    }
 }
 
 /// One request being measured. A handler that panics never returns a response here (the

@@ -9,7 +9,7 @@
 //! drops what the gateway dropped, and its spans hang under the gateway's request span.
 //!
 //! Fields: `route` (the matched template, `unmatched` for the 404 fallback, never the raw
-//! path), `method` and `status`. Without trace export the middleware only forwards.
+//! path), `method` and `status`. Without trace export the gateway leaves the middleware out.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
@@ -23,12 +23,10 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// Whether spans are exported (`false` makes the middleware a pass-through), and whether a
-/// client's sampling decision is followed.
+/// Whether a client's sampling decision is followed. The gateway adds the middleware only when
+/// spans are exported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Export {
-    /// Spans are exported.
-    pub enabled: bool,
     /// A client's `traceparent` decides sampling (`SVC_TRUST_INBOUND_SAMPLING`); otherwise
     /// its trace id is kept and the ratio decides.
     pub trust_inbound_sampling: bool,
@@ -36,9 +34,6 @@ pub struct Export {
 
 /// Runs the rest of the stack inside the request's span; sits right inside RequestId.
 pub async fn record(State(export): State<Export>, mut request: Request, next: Next) -> Response {
-    if !export.enabled {
-        return next.run(request).await;
-    }
     let route = request
         .extensions()
         .get::<MatchedPath>()

@@ -10,10 +10,13 @@
 pub mod store;
 pub mod writer;
 
-use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::Response;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
 
 pub use store::{Checkpoint, Entry, SessionStore, Usage};
 pub use writer::{CheckpointWriter, WriterTask};
@@ -60,15 +63,71 @@ pub fn is_valid(id: &[u8]) -> bool {
 
 /// Resolves the session id before anything else on the chat route can reject, so every chat
 /// response, rejections included, echoes it.
-pub async fn session_layer(mut request: Request, next: Next) -> Response {
-    let id = SessionId::from_headers(request.headers());
-    let header = id.0.clone();
-    request.extensions_mut().insert(id);
-    let mut response = next.run(request).await;
-    response
-        .headers_mut()
-        .insert(X_SVC_SESSION_ID.clone(), header);
-    response
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionLayer;
+
+impl<S> Layer<S> for SessionLayer {
+    type Service = Session<S>;
+
+    fn layer(&self, inner: S) -> Session<S> {
+        Session { inner }
+    }
+}
+
+/// The service [`SessionLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct Session<S> {
+    inner: S,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Session<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = EchoFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+        let id = SessionId::from_headers(request.headers());
+        let header = id.0.clone();
+        request.extensions_mut().insert(id);
+        EchoFuture {
+            inner: self.inner.call(request),
+            header: Some(header),
+        }
+    }
+}
+
+pin_project! {
+    /// The response of [`Session`], with the session id echoed.
+    pub struct EchoFuture<F> {
+        #[pin]
+        inner: F,
+        header: Option<HeaderValue>,
+    }
+}
+
+impl<F, ResBody, E> Future for EchoFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = ready!(this.inner.poll(cx))?;
+        if let Some(header) = this.header.take() {
+            response
+                .headers_mut()
+                .insert(X_SVC_SESSION_ID.clone(), header);
+        }
+        Poll::Ready(Ok(response))
+    }
 }
 
 #[cfg(test)]
