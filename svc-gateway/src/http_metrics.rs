@@ -158,20 +158,21 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        let pending = Unwinding(this.pending);
         let response = ready!(this.inner.poll(cx));
         if let Ok(response) = &response {
             if let Some(ProviderWait(wait)) = response.extensions().get::<ProviderWait>() {
-                let spent = this.pending.started.elapsed().saturating_sub(*wait);
+                let spent = pending.0.started.elapsed().saturating_sub(*wait);
                 this.overhead.observe(spent.as_secs_f64());
             }
-            this.pending.finish(response.status().as_u16());
+            pending.0.finish(response.status().as_u16());
         }
         Poll::Ready(response)
     }
 }
 
 /// One request being measured. A handler that panics never returns a response here (the
-/// error envelope outside answers 500), so dropping the guard while unwinding records that 500.
+/// error envelope outside answers 500), so a panic out of the inner future records that 500.
 struct Pending {
     requests: Family<RequestLabels, Counter>,
     duration: Histogram,
@@ -190,10 +191,14 @@ impl Pending {
     }
 }
 
-impl Drop for Pending {
+/// Records a 500 when dropped while a panic unwinds through [`RecordFuture::poll`]: the
+/// envelope outside catches the panic before the future itself is dropped.
+struct Unwinding<'a>(&'a mut Pending);
+
+impl Drop for Unwinding<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.finish(500);
+            self.0.finish(500);
         }
     }
 }
