@@ -65,7 +65,10 @@ pub(super) struct Coalesced<T> {
     held: Vec<u8>,
     written: usize,
     yielded: bool,
+    /// Zeroed once, at the first read-ahead: what it holds past `filled` is stale but
+    /// initialized, so a read into it need not clear it first.
     read_ahead: Vec<u8>,
+    filled: usize,
     handed_out: usize,
 }
 
@@ -77,6 +80,7 @@ impl<T> Coalesced<T> {
             written: 0,
             yielded: false,
             read_ahead: Vec::new(),
+            filled: 0,
             handed_out: 0,
         }
     }
@@ -154,19 +158,20 @@ impl<T: Read + Unpin> Read for Coalesced<T> {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.handed_out == this.read_ahead.len() {
+        if this.handed_out == this.filled {
             if buf.remaining() >= SMALL_READ {
                 return Pin::new(&mut this.inner).poll_read(cx, buf);
             }
-            this.read_ahead.resize(READ_AHEAD, 0);
+            if this.read_ahead.is_empty() {
+                this.read_ahead = vec![0; READ_AHEAD];
+            }
             let mut ahead = hyper::rt::ReadBuf::new(&mut this.read_ahead);
             let read = Pin::new(&mut this.inner).poll_read(cx, ahead.unfilled());
-            let filled = ahead.filled().len();
-            this.read_ahead.truncate(filled);
+            this.filled = ahead.filled().len();
             this.handed_out = 0;
             ready!(read)?;
         }
-        let ready = &this.read_ahead[this.handed_out..];
+        let ready = &this.read_ahead[this.handed_out..this.filled];
         let n = ready.len().min(buf.remaining());
         buf.put_slice(&ready[..n]);
         this.handed_out += n;
@@ -249,6 +254,16 @@ mod tests {
         assert_eq!(io.inner.1, 2);
         // End of stream reads as empty.
         assert!(read(&mut io, 10).is_empty());
+    }
+
+    #[test]
+    fn a_shorter_read_ahead_hands_out_only_what_it_read() {
+        let mut io = Coalesced::new(Chunks(vec![vec![7; 204], vec![9; 10]], 0));
+        assert_eq!(read(&mut io, 44), vec![7; 44]);
+        assert_eq!(read(&mut io, 500), vec![7; 160]);
+        // The buffer still holds the first answer's bytes past the second's ten.
+        assert_eq!(read(&mut io, 500), vec![9; 10]);
+        assert_eq!(io.inner.1, 2, "one read of the socket per read-ahead");
     }
 
     #[test]
