@@ -45,6 +45,7 @@ use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::request_id::RequestId;
 use tower::{Layer, Service};
 
+use crate::carry::{Carried, Carry};
 use crate::http_metrics::bounded_method;
 use crate::request::ApiRequest;
 
@@ -108,64 +109,30 @@ impl StreamOutcome {
 pub struct IdentityLayer;
 
 impl<S> Layer<S> for IdentityLayer {
-    type Service = Identity<S>;
+    type Service = Carry<S, IdentityLayer>;
 
-    fn layer(&self, inner: S) -> Identity<S> {
-        Identity { inner }
+    fn layer(&self, inner: S) -> Carry<S, IdentityLayer> {
+        Carry::new(inner, *self)
     }
 }
 
 /// Copies the request's [`OrgContext`] onto its answer, for the access log.
-#[derive(Debug, Clone)]
-pub struct Identity<S> {
-    inner: S,
-}
+pub type Identity<S> = Carry<S, IdentityLayer>;
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Identity<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = IdentityFuture<S::Future>;
+impl Carried for IdentityLayer {
+    type Value = Option<OrgContext>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+    fn take<B>(&self, request: &mut Request<B>) -> Option<OrgContext> {
+        request.extensions().get::<OrgContext>().cloned()
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        IdentityFuture {
-            org: request.extensions().get::<OrgContext>().cloned(),
-            inner: self.inner.call(request),
-        }
-    }
-}
-
-pin_project! {
-    /// The answer of [`Identity`].
-    pub struct IdentityFuture<F> {
-        #[pin]
-        inner: F,
-        org: Option<OrgContext>,
-    }
-}
-
-impl<F, B, E> Future for IdentityFuture<F>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut response = ready!(this.inner.poll(cx))?;
+    fn give<B>(org: Option<OrgContext>, response: &mut Response<B>) {
         // An Identity further in saw more (the agent AgentCheck verified): it stays.
-        if let Some(org) = this.org.take()
+        if let Some(org) = org
             && response.extensions().get::<OrgContext>().is_none()
         {
             response.extensions_mut().insert(org);
         }
-        Poll::Ready(Ok(response))
     }
 }
 

@@ -15,6 +15,7 @@ pub mod app;
 pub mod auth;
 pub mod budget;
 pub mod call;
+pub mod carry;
 pub mod config;
 pub mod deadline;
 pub mod error_report;

@@ -10,16 +10,13 @@
 pub mod store;
 pub mod writer;
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
-
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
-use pin_project_lite::pin_project;
-use tower::{Layer, Service};
+use tower::Layer;
 
 pub use store::{Checkpoint, Entry, SessionStore, Usage};
 pub use writer::{CheckpointWriter, WriterTask};
+
+use crate::carry::{Carried, Carry};
 
 /// The session header.
 pub static X_SVC_SESSION_ID: HeaderName = HeaderName::from_static("x-svc-session-id");
@@ -67,66 +64,27 @@ pub fn is_valid(id: &[u8]) -> bool {
 pub struct SessionLayer;
 
 impl<S> Layer<S> for SessionLayer {
-    type Service = Session<S>;
+    type Service = Carry<S, SessionLayer>;
 
-    fn layer(&self, inner: S) -> Session<S> {
-        Session { inner }
+    fn layer(&self, inner: S) -> Carry<S, SessionLayer> {
+        Carry::new(inner, *self)
     }
 }
 
-/// The service [`SessionLayer`] makes.
-#[derive(Debug, Clone)]
-pub struct Session<S> {
-    inner: S,
-}
+impl Carried for SessionLayer {
+    type Value = HeaderValue;
 
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Session<S>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-{
-    type Response = Response<ResBody>;
-    type Error = S::Error;
-    type Future = EchoFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+    fn take<B>(&self, request: &mut Request<B>) -> HeaderValue {
         let id = SessionId::from_headers(request.headers());
         let header = id.0.clone();
         request.extensions_mut().insert(id);
-        EchoFuture {
-            inner: self.inner.call(request),
-            header: Some(header),
-        }
+        header
     }
-}
 
-pin_project! {
-    /// The response of [`Session`], with the session id echoed.
-    pub struct EchoFuture<F> {
-        #[pin]
-        inner: F,
-        header: Option<HeaderValue>,
-    }
-}
-
-impl<F, ResBody, E> Future for EchoFuture<F>
-where
-    F: Future<Output = Result<Response<ResBody>, E>>,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut response = ready!(this.inner.poll(cx))?;
-        if let Some(header) = this.header.take() {
-            response
-                .headers_mut()
-                .insert(X_SVC_SESSION_ID.clone(), header);
-        }
-        Poll::Ready(Ok(response))
+    fn give<B>(header: HeaderValue, response: &mut Response<B>) {
+        response
+            .headers_mut()
+            .insert(X_SVC_SESSION_ID.clone(), header);
     }
 }
 
