@@ -22,9 +22,14 @@ struct Reply {
 async fn start(dir: &TempDir, extra: &[(&str, &str)]) -> DevServer {
     let data_dir = dir.path().join("data");
     let data_dir = data_dir.to_str().unwrap();
-    let vars = [(SVC_DEV_DATA_DIR, data_dir)]
-        .into_iter()
-        .chain(extra.iter().copied());
+    // A token's first call runs Argon2id, here in a debug build beside every other test's
+    // calls: it can take longer than the 2 s the dev server allows it by default.
+    let vars = [
+        (SVC_DEV_DATA_DIR, data_dir),
+        ("SVC_AUTH_VALIDATE_TIMEOUT", "30s"),
+    ]
+    .into_iter()
+    .chain(extra.iter().copied());
     let mut config = DevConfig::from_map(vars).unwrap();
     config.gateway.listen = "127.0.0.1:0".parse().unwrap();
     DevServer::start(config).await.unwrap()

@@ -50,20 +50,19 @@ fn columns() -> String {
 
 /// The budgets of the call: the org's, the token's, and the agent's (the one asked about when
 /// it is in the org, else the token's own), under row-level security as `agent_in_org`
-/// applies it. Read only when the token's org has a budget (`t.budgeted`): `OFFSET 0` keeps
-/// the subquery whole, so the planner makes that a one-time filter in front of the call
-/// rather than a filter on its result.
-const BUDGETS: &str = "LEFT JOIN LATERAL (SELECT * FROM budgets_for_call(t.org_id, t.token_id, \
-                       COALESCE(a.agent_id, t.agent_id)) WHERE t.budgeted OFFSET 0) AS b ON true";
+/// applies it. Called in the select list, and only when the token's org has a budget
+/// (`t.budgeted`): a function scan would cost PostgreSQL its initialisation on every statement,
+/// budget or none.
+const BUDGETS: &str = "CASE WHEN t.budgeted THEN budgets_for_call(t.org_id, t.token_id, \
+                       COALESCE(a.agent_id, t.agent_id)) END AS budgets";
 
 /// One token, no agent.
 pub(super) static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT NULL::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
+        "SELECT NULL::uuid AS asked_for, {}, {BUDGETS} FROM token_for_validation($1) AS t \
          LEFT JOIN (SELECT NULL::uuid AS agent_id, NULL::uuid AS org_id, NULL::text AS status, \
                            NULL::text AS name, NULL::timestamptz AS created_at, \
-                           NULL::text AS tools) AS a ON false \
-         {BUDGETS}",
+                           NULL::text AS tools) AS a ON false",
         columns()
     )
 });
@@ -72,9 +71,8 @@ pub(super) static ONE_TOKEN: LazyLock<String> = LazyLock::new(|| {
 /// names), under row-level security as `agent_in_org` applies it.
 pub(super) static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT $2::uuid AS asked_for, {}, b.budgets FROM token_for_validation($1) AS t \
-         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true \
-         {BUDGETS}",
+        "SELECT $2::uuid AS asked_for, {}, {BUDGETS} FROM token_for_validation($1) AS t \
+         LEFT JOIN LATERAL agent_in_org(t.org_id, $2) AS a ON true",
         columns()
     )
 });
@@ -82,12 +80,11 @@ pub(super) static ONE_TOKEN_WITH_AGENT: LazyLock<String> = LazyLock::new(|| {
 /// Many of either: one row per (token id, agent id or NULL) whose token exists.
 pub(super) static MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT k.agent_id AS asked_for, {}, b.budgets \
+        "SELECT k.agent_id AS asked_for, {}, {BUDGETS} \
          FROM unnest($1::uuid[], $2::uuid[]) AS k(token_id, agent_id) \
          CROSS JOIN LATERAL token_for_validation(k.token_id) AS t \
          LEFT JOIN LATERAL (SELECT * FROM agent_in_org(t.org_id, k.agent_id) \
-                            WHERE k.agent_id IS NOT NULL) AS a ON true \
-         {BUDGETS}",
+                            WHERE k.agent_id IS NOT NULL) AS a ON true",
         columns()
     )
 });
