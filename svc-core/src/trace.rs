@@ -57,14 +57,38 @@ impl TraceId {
 
     /// The id as a header value: 32 lower-case hex digits.
     pub fn header_value(self) -> HeaderValue {
-        HeaderValue::try_from(self.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
+        let mut digits = [0; 32];
+        put_hex(&mut digits, self.0);
+        header_value(&digits)
     }
 }
 
 impl fmt::Display for TraceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
+        let mut digits = [0; 32];
+        put_hex(&mut digits, self.0);
+        f.write_str(ascii(&digits))
     }
+}
+
+/// Writes `value`'s low hex digits into all of `out`, lower-case, the most significant first.
+/// Every proxied request writes two or three of these ids, and `{:x}` goes through `fmt`'s
+/// machinery for each.
+fn put_hex(out: &mut [u8], mut value: u128) {
+    for digit in out.iter_mut().rev() {
+        *digit = b"0123456789abcdef"[(value & 0xf) as usize];
+        value >>= 4;
+    }
+}
+
+/// `bytes` (hex digits and dashes) as text.
+fn ascii(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
+}
+
+/// `bytes` (hex digits and dashes) as a header value.
+fn header_value(bytes: &[u8]) -> HeaderValue {
+    HeaderValue::from_bytes(bytes).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// Parses lower-case hex (at most 32 digits).
@@ -131,19 +155,24 @@ impl TraceParent {
 
     /// The header value, `00-<32 hex>-<16 hex>-01` when sampled, else `...-00`.
     pub fn header_value(self) -> HeaderValue {
-        // Lower-case hex and dashes only.
-        HeaderValue::try_from(self.to_string()).unwrap_or_else(|_| HeaderValue::from_static(""))
+        header_value(&self.encode())
+    }
+
+    /// The header value's 55 bytes.
+    pub fn encode(self) -> [u8; 55] {
+        let mut out = *b"00-00000000000000000000000000000000-0000000000000000-00";
+        put_hex(&mut out[3..35], self.trace_id.0);
+        put_hex(&mut out[36..52], u128::from(self.parent_id));
+        if self.sampled {
+            out[54] = b'1';
+        }
+        out
     }
 }
 
 impl fmt::Display for TraceParent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let flags = u8::from(self.sampled);
-        write!(
-            f,
-            "00-{}-{:016x}-{flags:02x}",
-            self.trace_id, self.parent_id
-        )
+        f.write_str(ascii(&self.encode()))
     }
 }
 
@@ -186,5 +215,22 @@ mod tests {
         assert!(kept.sampled() && !dropped.sampled());
         assert!(TraceParent::child_of(trace).sampled());
         assert_eq!(TraceParent::new(trace, 0, true), None);
+    }
+
+    #[test]
+    fn ids_are_written_as_fmt_writes_them() {
+        for value in [0, 1, 0xabc, u128::MAX, 0x4bf92f3577b34da6a3ce929d0e0e4736] {
+            let trace = TraceId(value);
+            assert_eq!(trace.to_string(), format!("{value:032x}"));
+            assert_eq!(trace.header_value(), format!("{value:032x}").as_str());
+            let parent_id = (value as u64).max(1);
+            let parent = TraceParent::new(trace, parent_id, value % 2 == 0).unwrap();
+            let flags = u8::from(value % 2 == 0);
+            assert_eq!(
+                parent.to_string(),
+                format!("00-{value:032x}-{parent_id:016x}-{flags:02x}")
+            );
+            assert_eq!(parent.header_value(), parent.to_string().as_str());
+        }
     }
 }

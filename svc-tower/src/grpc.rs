@@ -200,7 +200,7 @@ impl GrpcAuthClient {
         let mut request = tonic::Request::new(message);
         request.set_timeout(self.timeout);
         if let Some(parent) = trace_context::current_parent()
-            && let Ok(value) = MetadataValue::try_from(parent.to_string())
+            && let Ok(value) = MetadataValue::try_from(&parent.encode()[..])
         {
             request.metadata_mut().insert(TRACEPARENT.as_str(), value);
         }
