@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use svc_auth_server::seed::{self, SeedOptions, SeedOutput};
 use svc_auth_server::store::AgentStatus;
@@ -11,13 +12,20 @@ use svc_auth_server::store::postgres::PoolSettings;
 use svc_auth_server::{RunningServer, Server};
 use svc_testkit::TestDb;
 
+/// The auth server's pool wait and statement deadline, and the gateway's ValidateToken
+/// deadline.
+const SLOW_MACHINE: Duration = Duration::from_secs(30);
+
 /// The auth server on a fresh database, and what the seed made.
 pub(crate) async fn auth_plane() -> (TestDb, RunningServer, SeedOutput) {
     let db = TestDb::create().await;
     svc_auth_server::migrate::run(db.url(), &PoolSettings::default())
         .await
         .expect("migrate");
-    let config = svc_auth_server::Config::local(db.url());
+    let mut config = svc_auth_server::Config::local(db.url());
+    // The clients' tests check what the clients see, not deadlines: a busy machine running the
+    // other tests beside a fuzzer's thousands of calls must not turn a slow read into a 503.
+    config.pool.acquire_timeout = SLOW_MACHINE;
     let auth = Server::start(config.clone())
         .await
         .expect("auth server starts");
@@ -45,9 +53,11 @@ pub(crate) fn agent(seed: &SeedOutput, status: &str) -> String {
 pub(crate) async fn gateway(auth: SocketAddr, vars: &[(&str, &str)]) -> svc_gateway::Running {
     let redis = svc_testkit::redis_url();
     let prefix = svc_testkit::redis_prefix();
+    let deadline = format!("{}s", SLOW_MACHINE.as_secs());
     let mut all = vec![
         ("REDIS_URL", redis.as_str()),
         ("SVC_REDIS_KEY_PREFIX", &prefix),
+        ("SVC_AUTH_VALIDATE_TIMEOUT", &deadline),
     ];
     all.extend_from_slice(vars);
     super::support::start(super::support::config(auth, &all)).await
