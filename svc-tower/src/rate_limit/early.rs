@@ -53,20 +53,22 @@ impl Ask {
         store: &S,
         limit: u32,
     ) -> StoreFuture<Counted> {
-        let org = store.check(self.org_id, limit);
         match self.token {
-            None => Box::pin(async move {
-                Ok(Counted {
-                    org: org.await?,
-                    token: None,
-                })
-            }),
-            Some((token_id, token_limit)) => {
-                let token = store.check_token(self.org_id, token_id, token_limit);
+            None => {
+                let org = store.check(self.org_id, limit);
                 Box::pin(async move {
-                    let token = token.await?;
                     Ok(Counted {
                         org: org.await?,
+                        token: None,
+                    })
+                })
+            }
+            Some((token_id, token_limit)) => {
+                let both = store.check_with_token(self.org_id, limit, token_id, token_limit);
+                Box::pin(async move {
+                    let (org, token) = both.await?;
+                    Ok(Counted {
+                        org,
                         token: Some(token),
                     })
                 })

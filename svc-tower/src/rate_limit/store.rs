@@ -50,6 +50,25 @@ pub trait RateLimitStore: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Counts one request of `token_id` against both its org's `limit` and the token's own
+    /// `token_limit`, as [`check`](Self::check) and [`check_token`](Self::check_token) would:
+    /// the org's decision, then the token's. A store that can decide both in one round trip
+    /// does (Redis: one script over both keys); the default asks both at once.
+    fn check_with_token(
+        &self,
+        org_id: Uuid,
+        limit: u32,
+        token_id: Uuid,
+        token_limit: u32,
+    ) -> StoreFuture<(Decision, Decision)> {
+        let org = self.check(org_id, limit);
+        let token = self.check_token(org_id, token_id, token_limit);
+        Box::pin(async move {
+            let (org, token) = futures_util::future::join(org, token).await;
+            Ok((org?, token?))
+        })
+    }
+
     /// [`refund`](Self::refund) for what `check_token` allowed.
     fn refund_token(&self, org_id: Uuid, token_id: Uuid, limit: u32) -> StoreFuture<()> {
         let _ = (org_id, token_id, limit);
@@ -72,6 +91,16 @@ macro_rules! forward_store {
                 limit: u32,
             ) -> StoreFuture<Decision> {
                 (**self).check_token(org_id, token_id, limit)
+            }
+
+            fn check_with_token(
+                &self,
+                org_id: Uuid,
+                limit: u32,
+                token_id: Uuid,
+                token_limit: u32,
+            ) -> StoreFuture<(Decision, Decision)> {
+                (**self).check_with_token(org_id, limit, token_id, token_limit)
             }
 
             fn refunds(&self) -> bool {
@@ -163,6 +192,23 @@ impl Gcra {
         self.interval_us
     }
 
+    /// Requests at once (at least one).
+    #[cfg(feature = "redis")]
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The decision from how far the TAT is ahead of now, as the Redis script answers it: the
+    /// new TAT when allowed (positive), `-1 -` the stored one when refused.
+    #[cfg(feature = "redis")]
+    pub(crate) fn answer(&self, ahead: i64) -> Decision {
+        if ahead > 0 {
+            self.allowed(ahead.unsigned_abs())
+        } else {
+            self.refused(ahead.unsigned_abs().saturating_sub(1))
+        }
+    }
+
     /// The TAT after giving back one allowed request at `now`; `None` when the allowance is
     /// whole again, which is the same as no TAT at all.
     pub(crate) fn give_back(&self, stored_tat: u64, now: u64) -> Option<u64> {
@@ -171,23 +217,34 @@ impl Gcra {
 
     /// Decides one request at `now`; returns the new TAT to store when it is allowed.
     pub(crate) fn decide(&self, stored_tat: Option<u64>, now: u64) -> (Option<u64>, Decision) {
-        let capacity = self.interval_us * self.limit;
         let tat = stored_tat.unwrap_or(now).max(now);
         let new_tat = tat + self.interval_us;
-        if new_tat > now + capacity {
-            let decision =
-                decision_from_micros(false, self.limit, 0, tat - now, new_tat - capacity - now);
-            return (None, decision);
+        if new_tat > now + self.capacity_us() {
+            return (None, self.refused(tat - now));
         }
-        let remaining = (now + capacity - new_tat) / self.interval_us;
-        let decision = decision_from_micros(true, self.limit, remaining, new_tat - now, 0);
-        (Some(new_tat), decision)
+        (Some(new_tat), self.allowed(new_tat - now))
+    }
+
+    /// An allowed request, with its new TAT `reset_us` ahead of now.
+    pub(crate) fn allowed(&self, reset_us: u64) -> Decision {
+        let remaining = self.capacity_us().saturating_sub(reset_us) / self.interval_us;
+        decision_from_micros(true, self.limit, remaining, reset_us, 0)
+    }
+
+    /// A refused request, the stored TAT `reset_us` ahead of now: the next request fits once
+    /// one more interval fits in the capacity.
+    pub(crate) fn refused(&self, reset_us: u64) -> Decision {
+        let retry_us = (reset_us + self.interval_us).saturating_sub(self.capacity_us());
+        decision_from_micros(false, self.limit, 0, reset_us, retry_us)
+    }
+
+    fn capacity_us(&self) -> u64 {
+        self.interval_us * self.limit
     }
 }
 
-/// Builds a decision from the microsecond figures a store computed (the Redis script returns
-/// the same four numbers).
-pub(crate) fn decision_from_micros(
+/// Builds a decision from microsecond figures.
+fn decision_from_micros(
     allowed: bool,
     limit: u64,
     remaining: u64,

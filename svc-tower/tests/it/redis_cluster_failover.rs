@@ -199,6 +199,20 @@ async fn the_stores_keep_serving_through_a_primary_failover() {
     }
     assert_eq!(healthy.errors, 0, "{healthy:?}");
     assert!(healthy.violations.is_empty(), "{healthy:?}");
+    // An org's allowance and its token's are one script over two keys of one slot, on every
+    // primary.
+    for primary in &primaries {
+        let (org, token) = (orgs_in(&primary.slots, 1)[0], Uuid::new_v4());
+        let mut answered = Vec::new();
+        for _ in 0..2 {
+            let (for_org, for_token) = replicas.limits[1]
+                .check_with_token(org, LIMIT, token, 1)
+                .await
+                .expect("one script over the org's key and the token's");
+            answered.push((for_org.allowed, for_token.allowed));
+        }
+        assert_eq!(answered, [(true, true), (true, false)], "org {org}");
+    }
 
     // Everything acknowledged so far is on the replicas too; then the primary dies.
     assert!(
