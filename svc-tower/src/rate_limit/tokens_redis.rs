@@ -46,7 +46,7 @@ else
       if seed < 0 then
         missing[#missing + 1] = j - 1
       else
-        redis.call('SET', KEYS[2 + j], seed, 'EX', ARGV[base + 2])
+        redis.call('SETEX', KEYS[2 + j], ARGV[base + 2], seed)
         v = seed
       end
     end
@@ -91,7 +91,7 @@ for i = 1, n do
   if allowed == 1 then
     kept = news[i]
     if kept > now then
-      redis.call('SET', keys[i], string.format('%.3f', kept), 'PX', math.ceil((kept - now) / 1000) + 1)
+      redis.call('PSETEX', keys[i], math.ceil((kept - now) / 1000) + 1, string.format('%.3f', kept))
     else
       redis.call('DEL', keys[i])
     end
