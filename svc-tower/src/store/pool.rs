@@ -7,7 +7,7 @@ use redis::{ConnectionInfo, FromRedisValue, IntoConnectionInfo, RedisError, Scri
 
 use super::StoreError;
 use super::dial::{self, Backend, Settings};
-use super::single::Manager;
+use super::single::{Connection, Manager};
 
 /// A pool of Redis connections, shared by every Redis store of a process.
 ///
@@ -83,8 +83,9 @@ impl fmt::Debug for RedisPoolBuilder {
 }
 
 impl RedisPoolBuilder {
-    /// Connections kept open to a single server (default 4). Each is multiplexed, so a few
-    /// carry any load. A cluster connection keeps one multiplexed socket per node instead.
+    /// Connections open to a single server at most (default 4). Each is multiplexed and
+    /// commands share one until it breaks, so one carries the load. A cluster connection keeps
+    /// one multiplexed socket per node instead.
     pub fn max_size(mut self, max_size: u32) -> RedisPoolBuilder {
         self.settings.max_size = max_size.max(1);
         self
@@ -206,7 +207,7 @@ impl RedisPool {
         const CONTEXT: &str = "Redis script failed";
         match self.backend().await? {
             Backend::Single(pool) => {
-                let mut conn = checkout(pool).await?;
+                let mut conn = shared(pool).await?;
                 let result = invocation.invoke_async(&mut conn.inner).await;
                 conn.check(result, CONTEXT)
             }
@@ -221,7 +222,7 @@ impl RedisPool {
         const CONTEXT: &str = "Redis command failed";
         match self.backend().await? {
             Backend::Single(pool) => {
-                let mut conn = checkout(pool).await?;
+                let mut conn = shared(pool).await?;
                 let result = cmd.query_async(&mut conn.inner).await;
                 conn.check(result, CONTEXT)
             }
@@ -280,13 +281,18 @@ impl State {
     }
 }
 
-async fn checkout(
-    pool: &bb8::Pool<Manager>,
-) -> Result<bb8::PooledConnection<'_, Manager>, StoreError> {
-    pool.get().await.map_err(|e| match e {
-        bb8::RunError::User(e) => StoreError::with_source("Redis connection failed", e),
-        bb8::RunError::TimedOut => StoreError::new("timed out waiting for a Redis connection"),
-    })
+/// A clone of a connection that has not broken; the pool has it back at once (see
+/// [`single`](super::single)). A broken one handed back is dropped, and the pool dials anew.
+async fn shared(pool: &bb8::Pool<Manager>) -> Result<Connection, StoreError> {
+    loop {
+        let conn = pool.get().await.map_err(|e| match e {
+            bb8::RunError::User(e) => StoreError::with_source("Redis connection failed", e),
+            bb8::RunError::TimedOut => StoreError::new("timed out waiting for a Redis connection"),
+        })?;
+        if !conn.is_broken() {
+            return Ok(conn.clone());
+        }
+    }
 }
 
 /// A cluster connection reconnects and re-reads the slot map by itself: nothing to retire.
@@ -323,6 +329,26 @@ mod tests {
         let debug = format!("{pool:?}");
         assert!(!debug.contains("redis://"));
         assert!(debug.contains("single"), "{debug}");
+    }
+
+    #[tokio::test]
+    async fn concurrent_commands_share_one_connection() {
+        let pool = RedisPool::builder(&svc_testkit::redis_url())
+            .max_size(16)
+            .build()
+            .unwrap();
+        pool.ping().await.unwrap();
+        let pings = (0..64).map(|_| pool.ping());
+        for result in futures_util::future::join_all(pings).await {
+            result.unwrap();
+        }
+        // Held for the length of each command, connections would have been dialed up to the
+        // most allowed. The dial's own and the pool's first are all there are.
+        let Some(Backend::Single(single)) = pool.state.backend.get() else {
+            panic!("a single server");
+        };
+        let connections = single.state().connections;
+        assert!(connections <= 2, "{connections} connections");
     }
 
     #[tokio::test]
