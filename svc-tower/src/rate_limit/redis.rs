@@ -1,6 +1,6 @@
 use std::sync::{Arc, LazyLock};
 
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use uuid::Uuid;
 
 use super::store::{Decision, Gcra, RateLimitStore};
@@ -120,13 +120,12 @@ impl RateLimitStore for RedisRateLimitStore {
         let pool = self.pool.clone();
         let (org, token) = (Gcra::new(limit), Gcra::new(token_limit));
         let mut invocation = GCRA_SCRIPT.prepare_invoke();
-        invocation
-            .key(org_key(&self.prefix, &org_id, "rl"))
-            .key(token_key(&self.prefix, org_id, token_id))
-            .arg(org.limit())
-            .arg(org.interval_us())
-            .arg(token.limit())
-            .arg(token.interval_us());
+        count(&mut invocation, org_key(&self.prefix, &org_id, "rl"), &org);
+        count(
+            &mut invocation,
+            token_key(&self.prefix, org_id, token_id),
+            &token,
+        );
         Box::pin(async move {
             let ahead: Vec<i64> = pool.invoke(&invocation).await?;
             match ahead[..] {
@@ -149,6 +148,14 @@ impl RateLimitStore for RedisRateLimitStore {
     }
 }
 
+/// Adds one key to a [`GCRA_SCRIPT`] invocation, with its limit and interval.
+fn count(invocation: &mut ScriptInvocation<'_>, key: String, gcra: &Gcra) {
+    invocation
+        .key(key)
+        .arg(gcra.limit())
+        .arg(gcra.interval_us());
+}
+
 fn token_key(prefix: &str, org_id: Uuid, token_id: Uuid) -> String {
     org_key(prefix, &org_id, &format!("rl:{token_id}"))
 }
@@ -169,10 +176,7 @@ impl RedisRateLimitStore {
         let pool = self.pool.clone();
         let gcra = Gcra::new(limit);
         let mut invocation = GCRA_SCRIPT.prepare_invoke();
-        invocation
-            .key(key)
-            .arg(gcra.limit())
-            .arg(gcra.interval_us());
+        count(&mut invocation, key, &gcra);
         Box::pin(async move { Ok(gcra.answer(pool.invoke(&invocation).await?)) })
     }
 }
