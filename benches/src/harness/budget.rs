@@ -53,7 +53,7 @@ pub(crate) async fn cost_of_budgets(
     println!("budgets (1 connection, {requests} requests each, the same run):");
     for (name, (d, g)) in [("no budget", &off), ("org budget", &on)] {
         println!(
-            "  {name:<10} added p50 {:.2} ms, p99 {:.2} ms",
+            "  {name:<10} added p50 {:.3} ms, p99 {:.3} ms",
             ms(g.p50.saturating_sub(d.p50)),
             ms(g.p99.saturating_sub(d.p99)),
         );

@@ -617,7 +617,7 @@ fn print_closed(concurrency: usize, costed: &Costed) {
         failures(g)
     );
     println!(
-        "    added    p50 {:.2} ms, p99 {:.2} ms",
+        "    added    p50 {:.3} ms, p99 {:.3} ms",
         ms(g.p50.saturating_sub(d.p50)),
         ms(g.p99.saturating_sub(d.p99))
     );
