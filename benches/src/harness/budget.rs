@@ -2,11 +2,13 @@
 //! then with an org budget, in the same run. With a budget the gateway learns it from the same
 //! ValidateToken answer (one more join in its statement) and holds the call's worst-case cost
 //! in the same Redis script as the token limit, so the difference is that script's round trip
-//! and the settlement after the answer.
+//! and the settlement after the answer; both phases print the Redis commands per call
+//! (`INFO commandstats`), which count what the scripts cost inside Redis.
 
 use svc_proto::v1::SetBudgetRequest;
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 
+use super::redis_stats::CommandStats;
 use super::run::{ms, run_phase};
 use crate::load::PhaseStats;
 use crate::load::client::Target;
@@ -36,6 +38,21 @@ async fn set_org_budget(grpc_port: u16, admin_token: &str) -> Result<(), String>
     Ok(())
 }
 
+/// One connection's phase, and the Redis commands the gateway sent during it (its warm-up
+/// included: the calls through the gateway are `requests` and a tenth as many).
+async fn phase(
+    direct: &Target,
+    through: &Target,
+    requests: usize,
+    redis_url: &str,
+) -> ((PhaseStats, PhaseStats), Option<CommandStats>) {
+    let before = CommandStats::read(redis_url).await;
+    let stats = run_phase(direct, through, requests).await;
+    let after = CommandStats::read(redis_url).await;
+    let redis = before.zip(after).map(|(b, a)| b.until(&a));
+    (stats, redis)
+}
+
 /// Measures one connection without a budget, sets one, and measures again.
 pub(crate) async fn cost_of_budgets(
     requests: usize,
@@ -43,20 +60,30 @@ pub(crate) async fn cost_of_budgets(
     through: &Target,
     grpc_port: u16,
     admin_token: &str,
+    redis_url: &str,
 ) -> Result<(), String> {
-    let off = run_phase(direct, through, requests).await;
+    let (off, off_redis) = phase(direct, through, requests, redis_url).await;
     set_org_budget(grpc_port, admin_token).await?;
-    let on = run_phase(direct, through, requests).await;
+    let (on, on_redis) = phase(direct, through, requests, redis_url).await;
     if on.1.ok == 0 {
         return Err("no call passed with a budget set".to_owned());
     }
     println!("budgets (1 connection, {requests} requests each, the same run):");
-    for (name, (d, g)) in [("no budget", &off), ("org budget", &on)] {
+    for (name, (d, g), redis) in [
+        ("no budget", &off, &off_redis),
+        ("org budget", &on, &on_redis),
+    ] {
         println!(
             "  {name:<10} added p50 {:.3} ms, p99 {:.3} ms",
             ms(g.p50.saturating_sub(d.p50)),
             ms(g.p99.saturating_sub(d.p99)),
         );
+        if let Some(redis) = redis {
+            println!(
+                "             Redis commands per call: {}",
+                redis.per_request(requests + requests / 10)
+            );
+        }
     }
     let p50 = |(d, g): &(PhaseStats, PhaseStats)| ms(g.p50.saturating_sub(d.p50));
     println!("  a budget adds {:.3} ms to the p50", p50(&on) - p50(&off));

@@ -327,8 +327,15 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         open_loop_and_flood(config, &direct, &through, &token).await?;
         println!();
         // Last: the budget stays set for the rest of the run.
-        super::budget::cost_of_budgets(config.requests, &direct, &through, grpc_port, &admin_token)
-            .await?;
+        super::budget::cost_of_budgets(
+            config.requests,
+            &direct,
+            &through,
+            grpc_port,
+            &admin_token,
+            &config.redis_url,
+        )
+        .await?;
     }
     let rss_end = rss_kib(group.gateway);
     if let (Some(start), Some(end)) = (rss_start, rss_end) {
