@@ -18,27 +18,31 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// The script is as cheap as it can be inside Redis, where each `redis.call` and each value
 /// crossing into Lua or out of it costs more than the arithmetic: one `TIME` for all the keys,
 /// a `GET` and a `PSETEX` each (which parses less than `SET .. PX`), the TAT handed over as a
-/// number (Redis writes an integer-valued number as an integer).
+/// number (Redis writes an integer-valued number as an integer), and no table for one key.
+/// Scripts replicate their effects, not themselves, on every Redis this needs (6.0, for
+/// `KEEPTTL`), so none calls `redis.replicate_commands`.
 static GCRA_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local out = {}
+local out
 for i = 1, #KEYS do
   local interval = tonumber(ARGV[2 * i])
   local tat = tonumber(redis.call('GET', KEYS[i])) or now
   if tat < now then tat = now end
   local new_tat = tat + interval
+  local ahead
   if new_tat > now + interval * tonumber(ARGV[2 * i - 1]) then
-    out[i] = now - tat - 1
+    ahead = now - tat - 1
   else
     redis.call('PSETEX', KEYS[i], math.ceil((new_tat - now) / 1000), new_tat)
-    out[i] = new_tat - now
+    ahead = new_tat - now
   end
+  if #KEYS == 1 then return ahead end
+  out = out or {}
+  out[i] = ahead
 end
-if #KEYS == 1 then return out[1] end
 return out
 ",
     )
@@ -49,7 +53,6 @@ return out
 static REFUND_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.replicate_commands then redis.replicate_commands() end
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if not tat then return 0 end
 local t = redis.call('TIME')

@@ -10,109 +10,113 @@ use super::tokens::{CappedDecision, Op, TokenBudget, TokenBudgetStore, TokenDeci
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
 /// The arithmetic of `tokens::apply`, on the Redis clock, and the spend caps beside it.
-/// KEYS: the org's bucket, the token's, then one counter per cap. ARGV: `reserve` or
-/// `settle`, the tokens (or reserved), the used tokens, the org's limit and the token's (0:
-/// none), then three per cap: for a reservation its limit, amount and TTL in seconds and its
-/// seed (-1: none); for a settlement its correction, then two unused. Returns `-1` and the
-/// missing caps' indexes (from 0) when a counter is missing without a seed; otherwise
-/// `allowed`, the number of limited buckets, per bucket `fits, limit, remaining, reset_us,
-/// retry_us`, then per cap `fits, limit, counter`. TATs are µs of the server's TIME, so
-/// replicas with skewed clocks agree.
+///
+/// KEYS: the limited buckets (the org's, then the token's; none, one or both), then one
+/// counter per cap. ARGV: `reserve` or `settle`, how many bucket keys, the tokens (or
+/// reserved), the used tokens, each bucket's limit, then per cap: for a reservation its limit,
+/// amount, TTL in seconds and seed (-1: none), for a settlement its correction alone. Returns
+/// `-1` and the missing caps' indexes (from 0) when a counter is missing without a seed;
+/// otherwise `allowed`, the number of buckets, per bucket `fits, limit, remaining, reset_us,
+/// retry_us`, then per cap (a reservation only) `fits, limit, counter`. TATs are µs of the
+/// server's TIME, so replicas with skewed clocks agree.
+///
+/// Each argument, `redis.call` and number crossing between Lua and Redis costs more inside
+/// Redis than the arithmetic, so a bucket or a figure that does not apply is not sent, values
+/// that only pass through (a seed, an amount, a correction) go to Redis as the strings they
+/// came as, and the buckets' `TIME` is read only when a bucket is limited.
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.replicate_commands then redis.replicate_commands() end
-local op = ARGV[1]
-local a = tonumber(ARGV[2])
-local b = tonumber(ARGV[3])
-local ncaps = #KEYS - 2
-local caps, capsfit = {}, 1
-if op == 'settle' then
+local settle = ARGV[1] == 'settle'
+local nb = tonumber(ARGV[2])
+local ncaps = #KEYS - nb
+local allowed = 1
+local caps = {}
+if settle then
   for j = 1, ncaps do
-    local delta = tonumber(ARGV[2 + 4 * j])
-    if delta ~= 0 and redis.call('EXISTS', KEYS[2 + j]) == 1 then
-      if redis.call('INCRBY', KEYS[2 + j], delta) < 0 then
-        redis.call('SET', KEYS[2 + j], 0, 'KEEPTTL')
+    local key, delta = KEYS[nb + j], ARGV[4 + nb + j]
+    if delta ~= '0' and redis.call('EXISTS', key) == 1 then
+      if redis.call('INCRBY', key, delta) < 0 then
+        redis.call('SET', key, '0', 'KEEPTTL')
       end
     end
   end
-else
-  local missing = {-1}
+elseif ncaps > 0 then
+  local missing
   for j = 1, ncaps do
-    local base = 2 + 4 * j
-    local v = tonumber(redis.call('GET', KEYS[2 + j]))
-    if not v then
-      local seed = tonumber(ARGV[base + 3])
-      if seed < 0 then
-        missing[#missing + 1] = j - 1
-      else
-        redis.call('SETEX', KEYS[2 + j], ARGV[base + 2], seed)
-        v = seed
-      end
+    local at = 4 * j + nb
+    local v = redis.call('GET', KEYS[nb + j])
+    if v then
+      v = tonumber(v)
+    elseif tonumber(ARGV[at + 4]) < 0 then
+      missing = missing or {-1}
+      missing[#missing + 1] = j - 1
+    else
+      redis.call('SETEX', KEYS[nb + j], ARGV[at + 3], ARGV[at + 4])
+      v = tonumber(ARGV[at + 4])
     end
     if v then
-      local limit = tonumber(ARGV[base])
+      local limit = tonumber(ARGV[at + 1])
       local fit = 1
-      if v + tonumber(ARGV[base + 1]) > limit then fit = 0; capsfit = 0 end
-      caps[j] = {fit, limit, v}
+      if v + tonumber(ARGV[at + 2]) > limit then fit = 0; allowed = 0 end
+      caps[#caps + 1] = fit
+      caps[#caps + 1] = limit
+      caps[#caps + 1] = v
     end
   end
-  if #missing > 1 then return missing end
+  if missing then return missing end
 end
-local n, allowed = 0, capsfit
-local keys, limits, tats, news, fits = {}, {}, {}, {}, {}
-local now, period = 0, 60000000
-if tonumber(ARGV[4]) > 0 or tonumber(ARGV[5]) > 0 then
+local out = {allowed, nb}
+if nb > 0 then
+  local a = tonumber(ARGV[3])
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-for i = 1, 2 do
-  local limit = tonumber(ARGV[3 + i])
-  if limit > 0 then
-    n = n + 1
+  local now, period = tonumber(t[1]) * 1000000 + tonumber(t[2]), 60000000
+  local rows = {}
+  for i = 1, nb do
+    local limit = tonumber(ARGV[4 + i])
     local interval = period / limit
     local tat = tonumber(redis.call('GET', KEYS[i])) or now
     if tat < now then tat = now end
     local new, fit = 0, 1
-    if op == 'reserve' then
-      new = tat + math.min(a, limit) * interval
-      if new - now > period then fit = 0; allowed = 0 end
-    else
-      new = tat + (b - math.min(a, limit)) * interval
+    if settle then
+      new = tat + (tonumber(ARGV[4]) - math.min(a, limit)) * interval
       if new > now + period then new = now + period end
       if new < now then new = now end
-    end
-    keys[n], limits[n], tats[n], news[n], fits[n] = KEYS[i], limit, tat, new, fit
-  end
-end
-local out = {allowed, n}
-for i = 1, n do
-  local kept = tats[i]
-  if allowed == 1 then
-    kept = news[i]
-    if kept > now then
-      redis.call('PSETEX', keys[i], math.ceil((kept - now) / 1000) + 1, string.format('%.3f', kept))
     else
-      redis.call('DEL', keys[i])
+      new = tat + math.min(a, limit) * interval
+      if new - now > period then fit = 0; allowed = 0 end
+    end
+    rows[i] = {limit, tat, new, fit}
+  end
+  out[1] = allowed
+  for i = 1, nb do
+    local limit, kept, new, fit = rows[i][1], rows[i][2], rows[i][3], rows[i][4]
+    if allowed == 1 then
+      kept = new
+      if kept > now then
+        redis.call('PSETEX', KEYS[i], math.ceil((kept - now) / 1000) + 1, string.format('%.3f', kept))
+      else
+        redis.call('DEL', KEYS[i])
+      end
+    end
+    local retry = 0
+    if fit == 0 then retry = new - period - now end
+    out[#out + 1] = fit
+    out[#out + 1] = limit
+    out[#out + 1] = math.floor(math.max(0, (now + period - kept) / (period / limit)))
+    out[#out + 1] = math.ceil(kept - now)
+    out[#out + 1] = math.ceil(retry)
+  end
+end
+if allowed == 1 then
+  for j = 1, ncaps do
+    local amount = ARGV[4 * j + nb + 2]
+    if caps[3 * j] and amount ~= '0' then
+      caps[3 * j] = redis.call('INCRBY', KEYS[nb + j], amount)
     end
   end
-  local retry = 0
-  if fits[i] == 0 then retry = news[i] - period - now end
-  out[#out + 1] = fits[i]
-  out[#out + 1] = limits[i]
-  out[#out + 1] = math.floor(math.max(0, (now + period - kept) / (period / limits[i])))
-  out[#out + 1] = math.ceil(kept - now)
-  out[#out + 1] = math.ceil(retry)
 end
-for j = 1, #caps do
-  local amount = tonumber(ARGV[3 + 4 * j])
-  if allowed == 1 and amount > 0 then
-    caps[j][3] = redis.call('INCRBY', KEYS[2 + j], amount)
-  end
-  out[#out + 1] = caps[j][1]
-  out[#out + 1] = caps[j][2]
-  out[#out + 1] = caps[j][3]
-end
+for j = 1, #caps do out[#out + 1] = caps[j] end
 return out
 ",
     )
@@ -160,35 +164,31 @@ impl RedisTokenBudgetStore {
     ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
         let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
-        let org = key("tpm");
-        let token = key(&format!("tpm:{}", budget.token_id));
-        let counters: Vec<String> = caps
-            .iter()
-            .map(|(name, _)| key(&format!("cap:{name}")))
-            .collect();
-        let (name, a, b) = match op {
-            Op::Reserve(tokens) => ("reserve", tokens, 0),
-            Op::Settle { reserved, used } => ("settle", reserved, used),
+        let buckets: Vec<(String, u64)> = [
+            budget.org_limit.map(|limit| (key("tpm"), limit)),
+            (budget.token_limit).map(|limit| (key(&format!("tpm:{}", budget.token_id)), limit)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let (name, a, b, figures) = match op {
+            Op::Reserve(tokens) => ("reserve", tokens, 0, 4),
+            Op::Settle { reserved, used } => ("settle", reserved, used, 1),
         };
         // A settlement answers no cap's state.
         let states = if name == "reserve" { caps.len() } else { 0 };
-        let limits = budget.limits();
-        Box::pin(async move {
-            let mut invocation = SCRIPT.prepare_invoke();
-            invocation
-                .key(org)
-                .key(token)
-                .arg(name)
-                .arg(a)
-                .arg(b)
-                .arg(limits[0])
-                .arg(limits[1]);
-            for (counter, (_, figures)) in counters.into_iter().zip(&caps) {
-                invocation.key(counter);
-                for figure in figures {
-                    invocation.arg(*figure);
-                }
+        let mut invocation = SCRIPT.prepare_invoke();
+        invocation.arg(name).arg(buckets.len()).arg(a).arg(b);
+        for (bucket, limit) in buckets {
+            invocation.key(bucket).arg(limit);
+        }
+        for (name, cap) in &caps {
+            invocation.key(key(&format!("cap:{name}")));
+            for figure in &cap[..figures] {
+                invocation.arg(*figure);
             }
+        }
+        Box::pin(async move {
             let reply: Vec<i64> = pool.invoke(&invocation).await?;
             decode(&reply, budget, states)
         })
@@ -378,6 +378,84 @@ mod tests {
         ] {
             let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
             assert!((1..=60_002).contains(&ttl_ms), "{key}: {ttl_ms}");
+        }
+    }
+
+    /// Only the buckets that are limited travel to the script, so a token's bucket alone is the
+    /// script's first key: the figures must still be the in-memory store's, bucket by bucket.
+    #[tokio::test]
+    async fn any_set_of_buckets_and_caps_counts_as_in_memory() {
+        use super::super::tokens::MemoryTokenBudgetStore;
+        let (store, pool, prefix) = store();
+        let memory = MemoryTokenBudgetStore::new();
+        // The remaining tokens refill by each store's clock between the two calls: within one.
+        let same = |r: TokenDecision, m: TokenDecision| {
+            (r.allowed, r.limit) == (m.allowed, m.limit) && r.remaining.abs_diff(m.remaining) <= 1
+        };
+        for (org_limit, token_limit) in [
+            (Some(1_000), None),
+            (None, Some(500)),
+            (Some(800), Some(300)),
+        ] {
+            let (org, token) = (Uuid::new_v4(), Uuid::new_v4());
+            let budget = TokenBudget {
+                org_id: org,
+                org_limit,
+                token_id: token,
+                token_limit,
+            };
+            for (reserve, used) in [(200, 50), (400, 400), (250, 10), (900, 0), (100, 100)] {
+                let caps = || vec![cap("c", 10_000, reserve, Some(0))];
+                let in_redis = store.reserve_capped(budget, reserve, caps()).await.unwrap();
+                let in_memory = memory
+                    .reserve_capped(budget, reserve, caps())
+                    .await
+                    .unwrap();
+                let (
+                    CappedDecision::Counted {
+                        tokens: r,
+                        caps: rc,
+                    },
+                    CappedDecision::Counted {
+                        tokens: m,
+                        caps: mc,
+                    },
+                ) = (in_redis, in_memory)
+                else {
+                    panic!("both counted")
+                };
+                assert!(same(r, m), "{budget:?} reserving {reserve}: {r:?} {m:?}");
+                assert_eq!(rc, mc, "{budget:?} reserving {reserve}");
+                if r.allowed {
+                    let charge = || {
+                        vec![CapCharge {
+                            name: "c".to_owned(),
+                            reserved: reserve,
+                            used,
+                        }]
+                    };
+                    let r = store
+                        .settle_capped(budget, reserve, used, charge())
+                        .await
+                        .unwrap();
+                    let m = memory
+                        .settle_capped(budget, reserve, used, charge())
+                        .await
+                        .unwrap();
+                    assert!(same(r, m), "{budget:?} settling {used}: {r:?} {m:?}");
+                }
+            }
+            // A bucket without a limit is never written.
+            for (limit, suffix) in [
+                (org_limit, "tpm".to_owned()),
+                (token_limit, format!("tpm:{token}")),
+            ] {
+                let exists: i64 = pool
+                    .query(redis::cmd("EXISTS").arg(format!("{prefix}svc:{{{org}}}:{suffix}")))
+                    .await
+                    .unwrap();
+                assert_eq!(exists == 1, limit.is_some(), "{suffix} of {budget:?}");
+            }
         }
     }
 
