@@ -5,3 +5,4 @@ mod common;
 mod harness_args;
 mod load_interrupted;
 mod load_smoke;
+mod redis_script_cost;
