@@ -154,8 +154,8 @@ impl RedisTokenBudgetStore {
         })
     }
 
-    /// One script over the buckets and `caps` (for a settlement, a cap's amount is its
-    /// correction and its other figures are unused).
+    /// One script over the limited buckets and `caps` (a settlement sends each cap's first
+    /// figure, its correction, alone).
     fn run_capped(
         &self,
         budget: TokenBudget,
@@ -164,23 +164,25 @@ impl RedisTokenBudgetStore {
     ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
         let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
-        let buckets: Vec<(String, u64)> = [
-            budget.org_limit.map(|limit| (key("tpm"), limit)),
-            (budget.token_limit).map(|limit| (key(&format!("tpm:{}", budget.token_id)), limit)),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        let (name, a, b, figures) = match op {
-            Op::Reserve(tokens) => ("reserve", tokens, 0, 4),
-            Op::Settle { reserved, used } => ("settle", reserved, used, 1),
+        // Figures sent per cap, and cap states answered: a settlement answers none.
+        let (name, a, b, figures, states) = match op {
+            Op::Reserve(tokens) => ("reserve", tokens, 0, 4, caps.len()),
+            Op::Settle { reserved, used } => ("settle", reserved, used, 1, 0),
         };
-        // A settlement answers no cap's state.
-        let states = if name == "reserve" { caps.len() } else { 0 };
+        let limited = [budget.org_limit, budget.token_limit];
         let mut invocation = SCRIPT.prepare_invoke();
-        invocation.arg(name).arg(buckets.len()).arg(a).arg(b);
-        for (bucket, limit) in buckets {
-            invocation.key(bucket).arg(limit);
+        invocation
+            .arg(name)
+            .arg(limited.iter().flatten().count())
+            .arg(a)
+            .arg(b);
+        if let Some(limit) = budget.org_limit {
+            invocation.key(key("tpm")).arg(limit);
+        }
+        if let Some(limit) = budget.token_limit {
+            invocation
+                .key(key(&format!("tpm:{}", budget.token_id)))
+                .arg(limit);
         }
         for (name, cap) in &caps {
             invocation.key(key(&format!("cap:{name}")));
