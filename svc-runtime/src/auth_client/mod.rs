@@ -34,7 +34,6 @@
 //! ```
 
 pub mod balance;
-mod coalesce;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -212,7 +211,7 @@ impl AuthClientConfig {
         {
             let authority = format!("{}:{}", single.host, single.port);
             let endpoint = make(&authority, &single.host)?;
-            let transport = coalesce::connector(endpoint.get_tcp_keepalive());
+            let transport = svc_tower::grpc::coalesce::connector(endpoint.get_tcp_keepalive());
             return Ok(endpoint.connect_with_connector_lazy(transport));
         }
         // Refuses bad TLS material now rather than in the discovery task.
@@ -249,8 +248,23 @@ impl AuthClientConfig {
     }
 
     /// The validator for PatAuth and AgentCheck over `channel`, with the configured deadline.
+    /// With one plaintext IP address, ValidateToken goes over a connection of its own
+    /// ([`GrpcAuthClient::with_token_connection`]); TLS and balanced addresses keep it on the
+    /// channel.
     pub fn client(&self, channel: Channel) -> GrpcAuthClient {
-        GrpcAuthClient::from_channel(channel).validate_timeout(self.validate_timeout)
+        let client = GrpcAuthClient::from_channel(channel).validate_timeout(self.validate_timeout);
+        match self.plaintext_address() {
+            Some(addr) => client.with_token_connection(addr),
+            None => client,
+        }
+    }
+
+    /// The one address, when it is a plaintext IP address and port.
+    fn plaintext_address(&self) -> Option<SocketAddr> {
+        match self.endpoints.as_slice() {
+            [single] => single.strip_prefix("http://")?.parse().ok(),
+            _ => None,
+        }
     }
 }
 
@@ -330,6 +344,33 @@ fn host_port(value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn validate_token_has_a_connection_of_its_own_on_one_plaintext_address() {
+        let with = |pairs: &[(&str, &str)]| {
+            let config = AuthClientConfig::from_vars(
+                &Vars::from_pairs(pairs.iter().copied()),
+                false,
+                Duration::from_millis(50),
+            )
+            .unwrap();
+            let channel = GrpcAuthClient::endpoint("127.0.0.1:9091")
+                .unwrap()
+                .connect_lazy();
+            config.client(channel).has_token_connection()
+        };
+        assert!(with(&[("SVC_AUTH_GRPC_ADDR", "127.0.0.1:9091")]));
+        assert!(with(&[("SVC_AUTH_GRPC_ADDR", "http://[::1]:9091")]));
+        assert!(!with(&[("SVC_AUTH_GRPC_ADDR", "auth.internal:9091")]));
+        assert!(!with(&[(
+            "SVC_AUTH_GRPC_ADDR",
+            "10.0.0.1:9091,10.0.0.2:9091"
+        )]));
+        assert!(!with(&[
+            ("SVC_AUTH_GRPC_ADDR", "https://127.0.0.1:9091"),
+            ("SVC_AUTH_GRPC_TLS_CA", "/nonexistent/ca.pem"),
+        ]));
+    }
 
     #[test]
     fn host_ports() {

@@ -80,11 +80,27 @@ async fn send(
     }
 }
 
+/// A client as `connect_lazy` builds one for an IP address: ValidateToken over its own
+/// connection, the other calls over the channel.
 fn client(addr: SocketAddr) -> GrpcAuthClient {
-    GrpcAuthClient::connect_lazy(&addr.to_string())
+    let client = GrpcAuthClient::connect_lazy(&addr.to_string())
         .unwrap()
-        .validate_timeout(CALL_TIMEOUT)
+        .validate_timeout(CALL_TIMEOUT);
+    assert!(client.has_token_connection());
+    client
 }
+
+/// A client with every call over tonic's channel, as for TLS or several addresses.
+fn channel_client(addr: SocketAddr) -> GrpcAuthClient {
+    let channel = GrpcAuthClient::endpoint(&addr.to_string())
+        .unwrap()
+        .connect_lazy();
+    GrpcAuthClient::from_channel(channel).validate_timeout(CALL_TIMEOUT)
+}
+
+/// Both ways ValidateToken travels.
+const CLIENTS: [fn(SocketAddr) -> GrpcAuthClient; 2] = [client, channel_client];
+
 #[tokio::test]
 async fn a_valid_token_and_active_agent_pass_with_the_token_org() {
     let (good, agent) = (token(), Uuid::new_v4().to_string());
@@ -140,11 +156,69 @@ async fn validate_token_codes_map_to_the_spec_rows() {
         server = server.token(token, answer.clone());
     }
     let addr = server.start().await.addr();
-    for (token, (_, status, code)) in tokens.iter().zip(&rows) {
-        let answered = send(client(addr), client(addr), token, &agent).await;
-        assert_eq!(answered.status.as_u16(), *status, "{code}");
-        assert_eq!(answered.code.as_deref(), Some(*code));
-        assert_eq!(answered.retry_after.is_some(), *status == 503, "{code}");
+    for tokens_client in CLIENTS {
+        for (token, (_, status, code)) in tokens.iter().zip(&rows) {
+            let answered = send(tokens_client(addr), client(addr), token, &agent).await;
+            assert_eq!(answered.status.as_u16(), *status, "{code}");
+            assert_eq!(answered.code.as_deref(), Some(*code));
+            assert_eq!(answered.retry_after.is_some(), *status == 503, "{code}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn both_paths_read_the_same_answers_and_send_the_same_metadata() {
+    use svc_tower::request_id::TraceId;
+    use svc_tower::trace_context;
+
+    let (good, cold) = (token(), token());
+    let user = Uuid::new_v4();
+    let server = FakeAuth::new()
+        .token(&good, TokenAnswer::Valid(Grant::chat().user(user)))
+        .token(
+            &cold,
+            TokenAnswer::Refused(Code::Unavailable, svc_core::reasons::COLD_SHARE_SPENT),
+        );
+    let org = server.org_id();
+    let auth = server.start().await;
+    let trace = TraceId::random();
+    for tokens_client in CLIENTS {
+        let tokens = tokens_client(auth.addr());
+        let context = trace_context::scope(Some(trace), TokenValidator::validate(&tokens, &good))
+            .await
+            .unwrap();
+        assert_eq!((context.org_id, context.user_id), (org, Some(user)));
+        assert_eq!(
+            TokenValidator::validate(&tokens, &cold).await,
+            Err(TokenError::Throttled)
+        );
+        assert_eq!(
+            TokenValidator::validate(&tokens, &token()).await,
+            Err(TokenError::Invalid)
+        );
+    }
+    let calls = auth.calls_to(Method::ValidateToken);
+    assert_eq!(calls.len(), 6);
+    for call in [&calls[0], &calls[3]] {
+        let parent = call.metadata_str("traceparent").expect("traceparent");
+        assert_eq!(TraceId::from_traceparent(parent.as_bytes()), Some(trace));
+        let timeout = call.metadata_str("grpc-timeout").expect("grpc-timeout");
+        assert_eq!(grpc_timeout(timeout), CALL_TIMEOUT, "{timeout}");
+    }
+}
+
+/// A `grpc-timeout` value: at most eight digits and a unit.
+fn grpc_timeout(value: &str) -> Duration {
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits.parse().expect("grpc-timeout digits");
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        other => panic!("grpc-timeout unit {other}"),
     }
 }
 
@@ -316,22 +390,48 @@ async fn a_cut_connection_is_degraded_and_recovers() {
         .token(&good, TokenAnswer::Valid(Grant::chat()))
         .agent(&agent, AgentAnswer::Active);
     let addr = server.start().await.addr();
-    let proxy = svc_testkit::FaultProxy::start(addr).await;
-    let shared = client(proxy.addr()).validate_timeout(Duration::from_secs(1));
-    let answered = send(shared.clone(), shared.clone(), &good, &agent).await;
-    assert_eq!(answered.status, StatusCode::OK);
+    for tokens_client in CLIENTS {
+        let proxy = svc_testkit::FaultProxy::start(addr).await;
+        let tokens = tokens_client(proxy.addr()).validate_timeout(Duration::from_secs(1));
+        let agents = client(proxy.addr()).validate_timeout(Duration::from_secs(1));
+        let answered = send(tokens.clone(), agents.clone(), &good, &agent).await;
+        assert_eq!(answered.status, StatusCode::OK);
 
-    proxy.cut();
-    let answered = send(shared.clone(), shared.clone(), &good, &agent).await;
-    assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(answered.code.as_deref(), Some("SERVICE_DEGRADED"));
+        proxy.cut();
+        let answered = send(tokens.clone(), agents.clone(), &good, &agent).await;
+        assert_eq!(answered.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answered.code.as_deref(), Some("SERVICE_DEGRADED"));
 
-    proxy.restore();
-    let recovered = svc_testkit::eventually(Duration::from_secs(10), || {
-        let shared = shared.clone();
-        let (good, agent) = (good.clone(), agent.clone());
-        async move { send(shared.clone(), shared, &good, &agent).await.status == StatusCode::OK }
-    })
-    .await;
-    assert!(recovered, "the shared channel reconnects after the cut");
+        proxy.restore();
+        let recovered = svc_testkit::eventually(Duration::from_secs(10), || {
+            let (tokens, agents) = (tokens.clone(), agents.clone());
+            let (good, agent) = (good.clone(), agent.clone());
+            async move { send(tokens, agents, &good, &agent).await.status == StatusCode::OK }
+        })
+        .await;
+        assert!(recovered, "the client reconnects after the cut");
+    }
+}
+
+#[tokio::test]
+async fn the_token_connection_dials_anew_when_the_server_comes_back() {
+    let good = token();
+    let fake = || FakeAuth::new().token(&good, TokenAnswer::Valid(Grant::chat()));
+    let first = fake().start().await;
+    let addr = first.addr();
+    let tokens = client(addr);
+    assert!(TokenValidator::validate(&tokens, &good).await.is_ok());
+    first.shutdown().await;
+    assert_eq!(
+        TokenValidator::validate(&tokens, &good).await,
+        Err(TokenError::Unavailable)
+    );
+    // The same port again: the first call after the restart finds the old connection gone
+    // before it sends, dials, and succeeds.
+    let second = FakeAuth::new()
+        .token(&good, TokenAnswer::Valid(Grant::chat()))
+        .start_on(addr)
+        .await;
+    assert!(TokenValidator::validate(&tokens, &good).await.is_ok());
+    assert_eq!(second.calls_to(Method::ValidateToken).len(), 1);
 }

@@ -236,7 +236,17 @@ impl FakeAuth {
     ///
     /// When no loopback port can be bound or the TLS config is unusable: test setup errors.
     pub async fn start(self) -> FakeAuthServer {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        self.start_on(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// As [`start`](FakeAuth::start), on `addr`: the port of a server that was shut down, for
+    /// a client to find the service back where it was.
+    ///
+    /// # Panics
+    ///
+    /// When `addr` cannot be bound or the TLS config is unusable: test setup errors.
+    pub async fn start_on(self, addr: SocketAddr) -> FakeAuthServer {
+        let listener = TcpListener::bind(addr)
             .await
             .expect("bind a loopback port for the fake AuthService");
         let addr = listener

@@ -62,6 +62,9 @@ pub enum TokenAnswer {
     Slow(Duration),
     /// This status code, with a message that says nothing.
     Fail(Code),
+    /// This status code carrying this reason as a `google.rpc.ErrorInfo` in domain
+    /// `svc.auth.v1`, as the real server sends `COLD_SHARE_SPENT` with Unavailable.
+    Refused(Code, &'static str),
 }
 
 /// How ValidateAgent answers one agent of the fake's org. An agent without an answer, or asked

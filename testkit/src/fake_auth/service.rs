@@ -58,9 +58,13 @@ impl Scripted {
 }
 
 fn denied(reason: &str) -> Status {
+    refused(Code::PermissionDenied, reason)
+}
+
+fn refused(code: Code, reason: &str) -> Status {
     Status::with_error_details(
-        Code::PermissionDenied,
-        "agent refused",
+        code,
+        "refused",
         ErrorDetails::with_error_info(reason, "svc.auth.v1", HashMap::new()),
     )
 }
@@ -89,6 +93,7 @@ impl AuthService for Scripted {
                 Ok(self.granted(&Grant::chat()))
             }
             Some(TokenAnswer::Fail(code)) => Err(Status::new(*code, FAILURE_MESSAGE)),
+            Some(TokenAnswer::Refused(code, reason)) => Err(refused(*code, reason)),
         }
     }
 

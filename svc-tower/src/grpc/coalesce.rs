@@ -12,6 +12,10 @@
 //! answer in fifty arrived in two reads (the buffer's last few dozen bytes, then the rest). A
 //! read with less than [`SMALL_READ`] of room fills a buffer of [`READ_AHEAD`] here instead and
 //! hands out what fits, the rest on the next read without a system call.
+//!
+//! Both ways to the auth service run over it: tonic's channel (through [`connector`]) and
+//! ValidateToken's own connection (`grpc::direct`), where `h2` writes a call's two frames in
+//! one turn already and the read-ahead is what counts.
 
 use std::io;
 use std::pin::Pin;
@@ -34,7 +38,7 @@ const READ_AHEAD: usize = 8 * 1024;
 
 /// The transport under [`Coalesced`]: a TCP stream with TCP_NODELAY and keepalive, dialed as
 /// tonic's own connector dials it (tonic adds TLS above it and bounds the dial).
-pub(super) fn connector(
+pub fn connector(
     keepalive: Option<std::time::Duration>,
 ) -> impl tower::Service<
     Uri,
@@ -60,7 +64,7 @@ pub(super) fn connector(
 
 /// An I/O whose writes are held until the second flush of a turn; see the [module](self).
 #[derive(Debug)]
-pub(super) struct Coalesced<T> {
+pub struct Coalesced<T> {
     inner: T,
     held: Vec<u8>,
     written: usize,
@@ -73,7 +77,8 @@ pub(super) struct Coalesced<T> {
 }
 
 impl<T> Coalesced<T> {
-    fn new(inner: T) -> Coalesced<T> {
+    /// Holds `inner`'s writes and reads ahead for it.
+    pub fn new(inner: T) -> Coalesced<T> {
         Coalesced {
             inner,
             held: Vec::new(),

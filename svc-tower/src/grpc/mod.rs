@@ -1,7 +1,14 @@
 //! [`GrpcAuthClient`]: the [`TokenValidator`] and [`AgentValidator`] that ask
-//! `svc.auth.v1.AuthService` over one shared tonic channel.
+//! `svc.auth.v1.AuthService` over one shared tonic channel, and ValidateToken over a connection
+//! of its own ([`direct`]) when the service is one plaintext address.
 
+pub mod coalesce;
+mod direct;
+
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use http::HeaderValue;
 
 use svc_proto::v1::auth_service_client::AuthServiceClient;
 use svc_proto::v1::{self, ValidateAgentRequest, ValidateTokenRequest, ValidateTokenResponse};
@@ -80,16 +87,24 @@ pub enum GrpcClientError {
 #[derive(Debug, Clone)]
 pub struct GrpcAuthClient {
     client: AuthServiceClient<Channel>,
+    /// ValidateToken's own connection, when set.
+    direct: Option<direct::DirectCalls>,
     timeout: Duration,
 }
 
 impl GrpcAuthClient {
     /// A plaintext client of `addr` (`host:port` or
-    /// `http(s)://host:port`), not yet connected.
+    /// `http(s)://host:port`), not yet connected. When `addr` is an IP address and port,
+    /// ValidateToken goes over a connection of its own (see
+    /// [`with_token_connection`](GrpcAuthClient::with_token_connection)).
     pub fn connect_lazy(addr: &str) -> Result<GrpcAuthClient, GrpcClientError> {
-        Ok(GrpcAuthClient::from_channel(
-            GrpcAuthClient::endpoint(addr)?.connect_lazy(),
-        ))
+        let client = GrpcAuthClient::from_channel(GrpcAuthClient::endpoint(addr)?.connect_lazy());
+        let bare = addr.trim();
+        let bare = bare.strip_prefix("http://").unwrap_or(bare);
+        Ok(match bare.trim_end_matches('/').parse::<SocketAddr>() {
+            Ok(socket) => client.with_token_connection(socket),
+            Err(_) => client,
+        })
     }
 
     /// A mutual-TLS client of `addr`, trusting `ca_pem` and presenting `identity` (certificate
@@ -168,8 +183,25 @@ impl GrpcAuthClient {
     pub fn from_channel(channel: Channel) -> GrpcAuthClient {
         GrpcAuthClient {
             client: AuthServiceClient::new(channel),
+            direct: None,
             timeout: DEFAULT_VALIDATE_TIMEOUT,
         }
+    }
+
+    /// ValidateToken, the call every protected request makes, goes over a plaintext HTTP/2
+    /// connection of its own to `addr`, driven by `h2` without tonic's channel: a quarter of
+    /// the work per call less (see [`direct`]). It keeps the channel's settings (TCP_NODELAY,
+    /// the connect timeout, HTTP/2 and TCP keepalive) and dials anew when the connection is
+    /// gone. The other calls stay on the channel. For an auth service behind TLS or several
+    /// addresses, leave it unset.
+    pub fn with_token_connection(mut self, addr: SocketAddr) -> GrpcAuthClient {
+        self.direct = Some(direct::DirectCalls::new(addr));
+        self
+    }
+
+    /// Whether ValidateToken has a connection of its own.
+    pub fn has_token_connection(&self) -> bool {
+        self.direct.is_some()
     }
 
     /// Sets the deadline of each ValidateToken and ValidateAgent call.
@@ -261,12 +293,25 @@ impl TokenValidator for GrpcAuthClient {
         token: &str,
         agent: Option<Uuid>,
     ) -> Result<(OrgContext, Option<AgentVerdict>), TokenError> {
-        let request = self.request(ValidateTokenRequest {
+        let message = ValidateTokenRequest {
             access_token: token.to_owned(),
             agent_id: agent.map(|agent| agent.hyphenated().to_string()),
-        });
-        let mut client = self.client.clone();
-        match self.call(client.validate_token(request)).await {
+        };
+        let answer = match &self.direct {
+            Some(direct) => {
+                let traceparent = trace_context::current_parent()
+                    .and_then(|parent| HeaderValue::from_bytes(&parent.encode()[..]).ok());
+                let call = direct.validate_token(&message, self.timeout, traceparent);
+                self.call(async { call.await.map(tonic::Response::new) })
+                    .await
+            }
+            None => {
+                let mut client = self.client.clone();
+                self.call(client.validate_token(self.request(message)))
+                    .await
+            }
+        };
+        match answer {
             Ok(response) => {
                 let verdict = agent.zip(response.agent.as_ref()).and_then(agent_verdict);
                 let context = org_context(response).ok_or_else(|| {
