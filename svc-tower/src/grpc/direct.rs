@@ -87,21 +87,22 @@ impl DirectCalls {
         timeout: Duration,
         traceparent: Option<HeaderValue>,
     ) -> Result<ValidateTokenResponse, Status> {
-        let mut sender = self.ready_sender().await?;
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(self.inner.uri.clone())
-            .header(CONTENT_TYPE, "application/grpc")
-            .header(TE, "trailers")
-            .header(USER_AGENT, CLIENT)
-            .header("grpc-timeout", grpc_timeout(timeout));
-        if let Some(traceparent) = traceparent {
-            request = request.header(&crate::trace_context::TRACEPARENT, traceparent);
-        }
-        let request = request
-            .body(())
-            .map_err(|_| Status::internal("request could not be built"))?;
-        let (response, mut body) = sender.send_request(request, false).map_err(transport)?;
+        let request = || {
+            let mut request = Request::builder()
+                .method(Method::POST)
+                .uri(self.inner.uri.clone())
+                .header(CONTENT_TYPE, "application/grpc")
+                .header(TE, "trailers")
+                .header(USER_AGENT, CLIENT)
+                .header("grpc-timeout", grpc_timeout(timeout));
+            if let Some(traceparent) = &traceparent {
+                request = request.header(&crate::trace_context::TRACEPARENT, traceparent);
+            }
+            request
+                .body(())
+                .map_err(|_| Status::internal("request could not be built"))
+        };
+        let (response, mut body) = self.open(request).await?;
         body.send_data(frame(message), true).map_err(transport)?;
         let (head, mut answer) = response.await.map_err(transport)?.into_parts();
         if head.status != StatusCode::OK {
@@ -129,6 +130,24 @@ impl DirectCalls {
             None => return Err(Status::internal("answer without grpc-status")),
         }
         message_of(read.freeze())
+    }
+
+    /// Opens the call's stream. A connection that refuses new streams (it received a GOAWAY:
+    /// the server is draining) is dropped and the stream opened on a new one, once; nothing of
+    /// the call has left yet.
+    async fn open(
+        &self,
+        request: impl Fn() -> Result<Request<()>, Status>,
+    ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), Status> {
+        let mut sender = self.ready_sender().await?;
+        match sender.send_request(request()?, false) {
+            Ok(opened) => Ok(opened),
+            Err(_) => {
+                self.set(None);
+                let mut sender = self.ready_sender().await?;
+                sender.send_request(request()?, false).map_err(transport)
+            }
+        }
     }
 
     /// The live connection ready for a stream, dialing a new one when it is gone.
