@@ -10,7 +10,7 @@
 //!
 //! Reads the other way: the HTTP/2 codec reads into what is left of its buffer, so about one
 //! answer in fifty arrived in two reads (the buffer's last few dozen bytes, then the rest). A
-//! read with less than [`SMALL_READ`] of room fills a buffer of [`READ_AHEAD`] here instead and
+//! read with less than 1 KiB of room fills a buffer of 8 KiB here instead and
 //! hands out what fits, the rest on the next read without a system call.
 //!
 //! Both ways to the auth service run over it: tonic's channel (through [`connector`]) and

@@ -1,6 +1,6 @@
 //! [`GrpcAuthClient`]: the [`TokenValidator`] and [`AgentValidator`] that ask
 //! `svc.auth.v1.AuthService` over one shared tonic channel, and ValidateToken over a connection
-//! of its own ([`direct`]) when the service is one plaintext address.
+//! of its own when the service is one plaintext address.
 
 pub mod coalesce;
 mod direct;
@@ -190,7 +190,7 @@ impl GrpcAuthClient {
 
     /// ValidateToken, the call every protected request makes, goes over a plaintext HTTP/2
     /// connection of its own to `addr`, driven by `h2` without tonic's channel: a quarter of
-    /// the work per call less (see [`direct`]). It keeps the channel's settings (TCP_NODELAY,
+    /// the work per call less. It keeps the channel's settings (TCP_NODELAY,
     /// the connect timeout, HTTP/2 and TCP keepalive) and dials anew when the connection is
     /// gone. The other calls stay on the channel. For an auth service behind TLS or several
     /// addresses, leave it unset.
