@@ -3,8 +3,10 @@
 //! keepalive; see [`GrpcAuthClient::endpoint`]). The gateway's PatAuth and AgentCheck, its
 //! readiness check and `svc token` all use it.
 //!
-//! One IP address gets one channel. Several addresses, or a DNS name, get a channel balanced
-//! over every address, re-resolved periodically and health-watched (see [`balance`]).
+//! One IP address gets one channel, and over plaintext ValidateToken gets a connection of its
+//! own ([`GrpcAuthClient::with_token_connection`]). Several addresses, or a DNS name, get a
+//! channel balanced over every address, re-resolved periodically and health-watched (see
+//! [`balance`]).
 //!
 //! | variable | meaning |
 //! |---|---|

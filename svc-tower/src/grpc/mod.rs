@@ -57,7 +57,8 @@ pub enum GrpcClientError {
     Tls(#[source] tonic::transport::Error),
 }
 
-/// A client of `svc.auth.v1.AuthService`, cheap to clone: every clone shares one channel.
+/// A client of `svc.auth.v1.AuthService`, cheap to clone: every clone shares one channel (and
+/// ValidateToken's connection, when it has one).
 ///
 /// The channel connects lazily (the first call pays the connect) and reconnects by itself;
 /// TCP_NODELAY is on, so a call does not wait on the server's delayed ACK. Each call carries a
