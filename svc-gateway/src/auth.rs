@@ -1,5 +1,5 @@
 //! The one channel to the auth service, shared by PatAuth, AgentCheck and the readiness probe
-//! (ValidateToken on a connection of its own for one plaintext IP address),
+//! (ValidateToken on a connection of its own for one IP address),
 //! built from [`AuthConfig`] by [`svc_runtime::auth_client`] (as `svc token` builds its own).
 
 use svc_tower::grpc::GrpcAuthClient;

@@ -1,6 +1,7 @@
 //! Mutual TLS from the gateway to the auth server, end to end: the real svc-auth-server serves
 //! gRPC with `SVC_GRPC_TLS_CERT`, `SVC_GRPC_TLS_KEY` and `SVC_GRPC_TLS_CLIENT_CA`, and gateways
-//! reach it at `https://localhost:<port>` (the name in the server certificate) with
+//! reach it at `https://localhost:<port>` or `https://127.0.0.1:<port>` (both in the server
+//! certificate; by the address ValidateToken has a connection of its own) with
 //! `SVC_AUTH_GRPC_TLS_*`. A gateway presenting the client certificate is served; one without
 //! it, or one speaking plaintext, is refused at the handshake and fails closed.
 //!
@@ -67,6 +68,13 @@ impl MtlsAuth {
         format!("https://localhost:{}", self.server.grpc_addr.port())
     }
 
+    /// Both ways to name it: by `localhost` every call goes over the channel; by `127.0.0.1`
+    /// (also in the certificate) ValidateToken has a TLS connection of its own.
+    fn https_addrs(&self) -> [String; 2] {
+        let port = self.server.grpc_addr.port();
+        [self.https_addr(), format!("https://127.0.0.1:{port}")]
+    }
+
     /// A gateway (mock provider, the shared Redis under a fresh prefix) with `auth` variables.
     async fn gateway(&self, auth: &[(&str, String)]) -> Running {
         let prefix = svc_testkit::redis_prefix();
@@ -128,16 +136,21 @@ async fn assert_refused(auth: &MtlsAuth, gateway: &Running) {
 #[tokio::test]
 async fn a_gateway_presenting_its_client_certificate_is_served_over_mutual_tls() {
     let auth = MtlsAuth::start().await;
-    let gateway = auth
-        .gateway(&[
-            ("SVC_AUTH_GRPC_ADDR", auth.https_addr()),
-            ("SVC_AUTH_GRPC_TLS_CA", fixture("ca.pem")),
-            ("SVC_AUTH_GRPC_TLS_CERT", fixture("client.pem")),
-            ("SVC_AUTH_GRPC_TLS_KEY", fixture("client.key")),
-        ])
-        .await;
+    for addr in auth.https_addrs() {
+        let gateway = auth
+            .gateway(&[
+                ("SVC_AUTH_GRPC_ADDR", addr),
+                ("SVC_AUTH_GRPC_TLS_CA", fixture("ca.pem")),
+                ("SVC_AUTH_GRPC_TLS_CERT", fixture("client.pem")),
+                ("SVC_AUTH_GRPC_TLS_KEY", fixture("client.key")),
+            ])
+            .await;
+        assert_served(&auth, &gateway).await;
+    }
+}
 
-    let reply = auth.chat(&gateway).await;
+async fn assert_served(auth: &MtlsAuth, gateway: &Running) {
+    let reply = auth.chat(gateway).await;
     assert_eq!(
         reply.status,
         200,
@@ -148,7 +161,7 @@ async fn a_gateway_presenting_its_client_certificate_is_served_over_mutual_tls()
     assert_eq!(json["object"], "chat.completion");
     assert!(json["choices"][0]["message"]["content"].is_string());
 
-    let report = ready(&gateway).await;
+    let report = ready(gateway).await;
     assert_eq!(report.status, 200, "{:?}", report.json());
     assert_eq!(report.json()["status"], "ok");
     let check = auth_grpc_check(&report);
@@ -159,13 +172,15 @@ async fn a_gateway_presenting_its_client_certificate_is_served_over_mutual_tls()
 #[tokio::test]
 async fn a_gateway_without_a_client_certificate_is_refused_at_the_handshake() {
     let auth = MtlsAuth::start().await;
-    let gateway = auth
-        .gateway(&[
-            ("SVC_AUTH_GRPC_ADDR", auth.https_addr()),
-            ("SVC_AUTH_GRPC_TLS_CA", fixture("ca.pem")),
-        ])
-        .await;
-    assert_refused(&auth, &gateway).await;
+    for addr in auth.https_addrs() {
+        let gateway = auth
+            .gateway(&[
+                ("SVC_AUTH_GRPC_ADDR", addr),
+                ("SVC_AUTH_GRPC_TLS_CA", fixture("ca.pem")),
+            ])
+            .await;
+        assert_refused(&auth, &gateway).await;
+    }
 }
 
 #[tokio::test]

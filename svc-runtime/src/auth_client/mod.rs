@@ -3,8 +3,8 @@
 //! keepalive; see [`GrpcAuthClient::endpoint`]). The gateway's PatAuth and AgentCheck, its
 //! readiness check and `svc token` all use it.
 //!
-//! One IP address gets one channel, and over plaintext ValidateToken gets a connection of its
-//! own ([`GrpcAuthClient::with_token_connection`]). Several addresses, or a DNS name, get a
+//! One IP address gets one channel, and ValidateToken a connection of its own
+//! ([`GrpcAuthClient::with_token_connection`], over TLS when the address is `https://`). Several addresses, or a DNS name, get a
 //! channel balanced over every address, re-resolved periodically and health-watched (see
 //! [`balance`]).
 //!
@@ -250,23 +250,48 @@ impl AuthClientConfig {
     }
 
     /// The validator for PatAuth and AgentCheck over `channel`, with the configured deadline.
-    /// With one plaintext IP address, ValidateToken goes over a connection of its own
-    /// ([`GrpcAuthClient::with_token_connection`]); TLS and balanced addresses keep it on the
-    /// channel.
+    /// With one IP address, ValidateToken goes over a connection of its own
+    /// ([`GrpcAuthClient::with_token_connection`], over TLS with the channel's CA and identity
+    /// when the address is `https://`); balanced addresses keep it on the channel.
     pub fn client(&self, channel: Channel) -> GrpcAuthClient {
         let client = GrpcAuthClient::from_channel(channel).validate_timeout(self.validate_timeout);
-        match self.plaintext_address() {
-            Some(addr) => client.with_token_connection(addr),
-            None => client,
+        let [single] = self.endpoints.as_slice() else {
+            return client;
+        };
+        if let Some(addr) = single.strip_prefix("http://").and_then(|a| a.parse().ok()) {
+            return client.with_token_connection(addr);
+        }
+        let Some(addr) = (single.strip_prefix("https://")).and_then(|a| a.parse().ok()) else {
+            return client;
+        };
+        // The channel has read and accepted the same files; should they fail now, ValidateToken
+        // stays on the channel.
+        match self.token_tls(client.clone(), addr) {
+            Ok(client) => client,
+            Err(reason) => {
+                tracing::warn!(%reason, "ValidateToken stays on the channel");
+                client
+            }
         }
     }
 
-    /// The one address, when it is a plaintext IP address and port.
-    fn plaintext_address(&self) -> Option<SocketAddr> {
-        match self.endpoints.as_slice() {
-            [single] => single.strip_prefix("http://")?.parse().ok(),
+    /// `client` with ValidateToken on its own connection over TLS to `addr`, with the
+    /// channel's CA and identity, expecting a certificate for the address.
+    fn token_tls(
+        &self,
+        client: GrpcAuthClient,
+        addr: SocketAddr,
+    ) -> Result<GrpcAuthClient, String> {
+        let read = |path: &str| std::fs::read(path).map_err(|_| format!("cannot read {path}"));
+        let ca = read(self.tls_ca.as_deref().ok_or("no CA")?)?;
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
             _ => None,
-        }
+        };
+        let identity = identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()));
+        client
+            .with_token_connection_tls(addr, &addr.ip().to_string(), &ca, identity)
+            .map_err(|error| error.to_string())
     }
 }
 
@@ -348,7 +373,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn validate_token_has_a_connection_of_its_own_on_one_plaintext_address() {
+    async fn validate_token_has_a_connection_of_its_own_on_one_ip_address() {
         let with = |pairs: &[(&str, &str)]| {
             let config = AuthClientConfig::from_vars(
                 &Vars::from_pairs(pairs.iter().copied()),
@@ -368,6 +393,15 @@ mod tests {
             "SVC_AUTH_GRPC_ADDR",
             "10.0.0.1:9091,10.0.0.2:9091"
         )]));
+        // Over TLS with the channel's CA; a CA that cannot be read leaves it on the channel.
+        let ca = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../svc-auth-server/tests/fixtures/tls/ca.pem"
+        );
+        assert!(with(&[
+            ("SVC_AUTH_GRPC_ADDR", "https://127.0.0.1:9091"),
+            ("SVC_AUTH_GRPC_TLS_CA", ca),
+        ]));
         assert!(!with(&[
             ("SVC_AUTH_GRPC_ADDR", "https://127.0.0.1:9091"),
             ("SVC_AUTH_GRPC_TLS_CA", "/nonexistent/ca.pem"),

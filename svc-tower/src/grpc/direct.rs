@@ -11,8 +11,8 @@
 //! HTTP/2 keepalive pings (idle too), and a new connection when the last one is gone (the call
 //! that finds it gone dials, the calls behind it wait for that dial). The answer's status is
 //! read by tonic ([`Status::from_header_map`]), so the details the mapping depends on (the
-//! `ErrorInfo` of `COLD_SHARE_SPENT`) arrive as through the channel. Plaintext only: TLS and
-//! several addresses stay on the channel.
+//! `ErrorInfo` of `COLD_SHARE_SPENT`) arrive as through the channel. Over TLS (rustls, the
+//! `grpc-tls` feature) as over plaintext; several addresses stay on the channel.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -50,6 +50,7 @@ pub(super) struct DirectCalls {
 
 struct Inner {
     addr: SocketAddr,
+    tls: Option<TokenTls>,
     uri: Uri,
     /// The live connection's handle; `None` before the first call and after one is found gone.
     sender: Mutex<Option<h2::client::SendRequest<Bytes>>>,
@@ -66,10 +67,11 @@ impl fmt::Debug for DirectCalls {
 }
 
 impl DirectCalls {
-    /// Calls to `addr`, not yet connected.
-    pub(super) fn new(addr: SocketAddr) -> DirectCalls {
+    /// Calls to `addr`, over TLS when `tls` is set; not yet connected.
+    pub(super) fn new(addr: SocketAddr, tls: Option<TokenTls>) -> DirectCalls {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let uri = Uri::builder()
-            .scheme("http")
+            .scheme(scheme)
             .authority(addr.to_string())
             .path_and_query(PATH)
             .build()
@@ -77,6 +79,7 @@ impl DirectCalls {
         DirectCalls {
             inner: Arc::new(Inner {
                 addr,
+                tls,
                 uri,
                 sender: Mutex::new(None),
                 dialing: tokio::sync::Mutex::new(()),
@@ -169,7 +172,7 @@ impl DirectCalls {
             return Ok(ready);
         }
         self.set(None);
-        let sender = dial(self.inner.addr).await?;
+        let sender = dial(self.inner.addr, self.inner.tls.as_ref()).await?;
         self.set(Some(sender.clone()));
         sender.ready().await.map_err(transport)
     }
@@ -192,8 +195,12 @@ impl DirectCalls {
     }
 }
 
-/// A new connection to `addr`, its driver spawned with the keepalive pings beside it.
-async fn dial(addr: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, Status> {
+/// A new connection to `addr`, over TLS when `tls` is set, its driver spawned with the
+/// keepalive pings beside it.
+async fn dial(
+    addr: SocketAddr,
+    tls: Option<&TokenTls>,
+) -> Result<h2::client::SendRequest<Bytes>, Status> {
     let stream = tokio::time::timeout(DEFAULT_CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| Status::unavailable("connect timed out"))?
@@ -201,8 +208,31 @@ async fn dial(addr: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, Status
     let _ = stream.set_nodelay(true);
     let keepalive = socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE);
     let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+    match tls {
+        None => handshake(stream).await,
+        #[cfg(feature = "grpc-tls")]
+        Some(tls) => {
+            let secured = tokio::time::timeout(
+                DEFAULT_CONNECT_TIMEOUT,
+                tls.connector.connect(tls.name.clone(), stream),
+            )
+            .await
+            .map_err(|_| Status::unavailable("TLS handshake timed out"))?
+            .map_err(|_| Status::unavailable("TLS handshake failed"))?;
+            handshake(secured).await
+        }
+        #[cfg(not(feature = "grpc-tls"))]
+        Some(never) => match *never {},
+    }
+}
+
+/// The HTTP/2 handshake over `io`, the connection's driver spawned.
+async fn handshake<T>(io: T) -> Result<h2::client::SendRequest<Bytes>, Status>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     // The channel's transport, so a call leaves in one write and its answer arrives in one read.
-    let io = TokioIo::new(Coalesced::new(TokioIo::new(stream)));
+    let io = TokioIo::new(Coalesced::new(TokioIo::new(io)));
     // hyper's windows: with h2's own 64 KiB, the answers' DATA would call for a WINDOW_UPDATE,
     // a write of its own, about every hundred calls.
     let (sender, mut connection) = h2::client::Builder::new()
@@ -221,6 +251,64 @@ async fn dial(addr: SocketAddr) -> Result<h2::client::SendRequest<Bytes>, Status
         }
     });
     Ok(sender)
+}
+
+/// TLS, or mutual TLS, for the token connection: rustls with ring, HTTP/2 by ALPN.
+#[cfg(feature = "grpc-tls")]
+pub(super) struct TokenTls {
+    connector: tokio_rustls::TlsConnector,
+    name: rustls::pki_types::ServerName<'static>,
+}
+
+/// Without the `grpc-tls` feature there is no TLS to set.
+#[cfg(not(feature = "grpc-tls"))]
+pub(super) enum TokenTls {}
+
+#[cfg(feature = "grpc-tls")]
+impl TokenTls {
+    /// Trusting `ca_pem`, presenting `identity` (certificate and key, PEM) when given, and
+    /// expecting a certificate for `name` (a DNS name or an IP address).
+    pub(super) fn new(
+        name: &str,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<TokenTls, &'static str> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            let cert = cert.map_err(|_| "the CA is not PEM")?;
+            roots.add(cert).map_err(|_| "a CA certificate is refused")?;
+        }
+        if roots.is_empty() {
+            return Err("the CA holds no certificate");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|_| "no TLS version to offer")?
+            .with_root_certificates(roots);
+        let mut config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| "the client certificate is not PEM")?;
+                let key =
+                    PrivateKeyDer::from_pem_slice(key).map_err(|_| "the client key is not PEM")?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|_| "the client certificate and key are refused")?
+            }
+        };
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let name = ServerName::try_from(name.to_owned()).map_err(|_| "not a server name")?;
+        Ok(TokenTls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            name,
+        })
+    }
 }
 
 /// Pings every [`KEEPALIVE_INTERVAL`], busy or idle; returns when one goes unanswered for

@@ -1,6 +1,6 @@
 //! [`GrpcAuthClient`]: the [`TokenValidator`] and [`AgentValidator`] that ask
 //! `svc.auth.v1.AuthService` over one shared tonic channel, and ValidateToken over a connection
-//! of its own when the service is one plaintext address.
+//! of its own when the service is one address.
 
 pub mod coalesce;
 mod direct;
@@ -55,6 +55,9 @@ pub enum GrpcClientError {
     /// The TLS material was refused.
     #[error("invalid TLS configuration for the auth service client")]
     Tls(#[source] tonic::transport::Error),
+    /// The TLS material was refused for ValidateToken's own connection.
+    #[error("invalid TLS configuration for the auth service client: {0}")]
+    TokenTls(&'static str),
 }
 
 /// A client of `svc.auth.v1.AuthService`, cheap to clone: every clone shares one channel (and
@@ -100,11 +103,9 @@ impl GrpcAuthClient {
     /// [`with_token_connection`](GrpcAuthClient::with_token_connection)).
     pub fn connect_lazy(addr: &str) -> Result<GrpcAuthClient, GrpcClientError> {
         let client = GrpcAuthClient::from_channel(GrpcAuthClient::endpoint(addr)?.connect_lazy());
-        let bare = addr.trim();
-        let bare = bare.strip_prefix("http://").unwrap_or(bare);
-        Ok(match bare.trim_end_matches('/').parse::<SocketAddr>() {
-            Ok(socket) => client.with_token_connection(socket),
-            Err(_) => client,
+        Ok(match socket_addr(addr, "http://") {
+            Some(socket) => client.with_token_connection(socket),
+            None => client,
         })
     }
 
@@ -113,16 +114,25 @@ impl GrpcAuthClient {
     ///
     /// `addr` is `https://host:port`, or `host:port` meaning the same; `http://` is refused
     /// with [`GrpcClientError::InvalidAddress`], because tonic would connect in plaintext and
-    /// leave the TLS settings unused. The server certificate must name `host`.
+    /// leave the TLS settings unused. The server certificate must name `host`. When `host` is
+    /// an IP address, ValidateToken goes over a TLS connection of its own (see
+    /// [`with_token_connection_tls`](GrpcAuthClient::with_token_connection_tls)).
     #[cfg(feature = "grpc-tls")]
     pub fn connect_lazy_tls(
         addr: &str,
         ca_pem: &[u8],
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<GrpcAuthClient, GrpcClientError> {
-        Ok(GrpcAuthClient::from_channel(
+        let client = GrpcAuthClient::from_channel(
             GrpcAuthClient::tls_endpoint(addr, ca_pem, identity)?.connect_lazy(),
-        ))
+        );
+        match socket_addr(addr, "https://") {
+            Some(socket) => {
+                let name = socket.ip().to_string();
+                client.with_token_connection_tls(socket, &name, ca_pem, identity)
+            }
+            None => Ok(client),
+        }
     }
 
     /// The endpoint [`connect_lazy_tls`](GrpcAuthClient::connect_lazy_tls) uses:
@@ -189,15 +199,32 @@ impl GrpcAuthClient {
         }
     }
 
-    /// ValidateToken, the call every protected request makes, goes over a plaintext HTTP/2
+    /// ValidateToken, the call every protected request makes, goes over an HTTP/2
     /// connection of its own to `addr`, driven by `h2` without tonic's channel: about 20,000
     /// instructions a call less. It keeps the channel's settings (TCP_NODELAY,
     /// the connect timeout, HTTP/2 and TCP keepalive) and dials anew when the connection is
-    /// gone. The other calls stay on the channel. For an auth service behind TLS or several
-    /// addresses, leave it unset.
+    /// gone. The other calls stay on the channel. Over TLS, see
+    /// `with_token_connection_tls`; for an auth service at several addresses, leave it unset.
     pub fn with_token_connection(mut self, addr: SocketAddr) -> GrpcAuthClient {
-        self.direct = Some(direct::DirectCalls::new(addr));
+        self.direct = Some(direct::DirectCalls::new(addr, None));
         self
+    }
+
+    /// [`with_token_connection`](GrpcAuthClient::with_token_connection) over TLS: trusting
+    /// `ca_pem`, presenting `identity` (certificate and key, PEM) when given, and expecting a
+    /// certificate that names `server_name` (the address itself, or the name it was reached by).
+    #[cfg(feature = "grpc-tls")]
+    pub fn with_token_connection_tls(
+        mut self,
+        addr: SocketAddr,
+        server_name: &str,
+        ca_pem: &[u8],
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<GrpcAuthClient, GrpcClientError> {
+        let tls = direct::TokenTls::new(server_name, ca_pem, identity)
+            .map_err(GrpcClientError::TokenTls)?;
+        self.direct = Some(direct::DirectCalls::new(addr, Some(tls)));
+        Ok(self)
     }
 
     /// Whether ValidateToken has a connection of its own.
@@ -266,6 +293,13 @@ impl GrpcAuthClient {
             Err(Some(status)) => Err(token_error(&status)),
         }
     }
+}
+
+/// `addr` as an IP address and port, with or without `scheme`.
+fn socket_addr(addr: &str, scheme: &str) -> Option<SocketAddr> {
+    let bare = addr.trim();
+    let bare = bare.strip_prefix(scheme).unwrap_or(bare);
+    bare.trim_end_matches('/').parse().ok()
 }
 
 /// A budget as the server sends it; `None` when it is malformed.

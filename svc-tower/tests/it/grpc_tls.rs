@@ -1,6 +1,7 @@
 //! `GrpcAuthClient::connect_lazy_tls` against an AuthService on loopback that requires client
 //! certificates: with its identity the call is answered, without it the handshake is refused,
-//! and an `http://` address is refused before anything is sent in plaintext.
+//! and an `http://` address is refused before anything is sent in plaintext; the same for
+//! ValidateToken's own connection, which also checks the server's name.
 //!
 //! The certificates are svc-auth-server's test fixtures (CA, server for `localhost`, client).
 
@@ -70,4 +71,61 @@ fn an_http_address_is_refused_rather_than_sent_in_plaintext() {
     let err = GrpcAuthClient::connect_lazy_tls("http://localhost:9091", &pem("ca.pem"), None)
         .unwrap_err();
     assert!(matches!(err, GrpcClientError::InvalidAddress(_)), "{err}");
+}
+
+/// A client whose ValidateToken goes over its own TLS connection to `addr`, expecting a
+/// certificate for `name`.
+fn token_client(addr: SocketAddr, name: &str, identity: bool) -> GrpcAuthClient {
+    let (cert, key) = (pem("client.pem"), pem("client.key"));
+    let identity = identity.then_some((cert.as_slice(), key.as_slice()));
+    client(
+        &format!("https://localhost:{}", addr.port()),
+        identity.is_some(),
+    )
+    .with_token_connection_tls(addr, name, &pem("ca.pem"), identity)
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_token_connection_speaks_mutual_tls() {
+    let addr = serve_mtls().await;
+    // By its IP address, connect_lazy_tls gives ValidateToken its own connection.
+    let tokens = client(&format!("https://{addr}"), true);
+    assert!(tokens.has_token_connection());
+    assert_eq!(tokens.validate(TOKEN).await, Err(TokenError::Invalid));
+    assert!(!client(&format!("https://localhost:{}", addr.port()), true).has_token_connection());
+    // The fixture's certificate names localhost and 127.0.0.1.
+    for name in ["127.0.0.1", "localhost"] {
+        let tokens = token_client(addr, name, true);
+        assert!(tokens.has_token_connection());
+        assert_eq!(
+            tokens.validate(TOKEN).await,
+            Err(TokenError::Invalid),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_token_connection_is_refused_without_its_certificate_or_the_right_name() {
+    let addr = serve_mtls().await;
+    for (name, identity) in [("127.0.0.1", false), ("auth.example", true)] {
+        let outcome = token_client(addr, name, identity).validate(TOKEN).await;
+        assert_eq!(outcome, Err(TokenError::Unavailable), "{name}, {identity}");
+    }
+}
+
+#[tokio::test]
+async fn token_connection_tls_material_is_checked_up_front() {
+    let addr: SocketAddr = "127.0.0.1:9091".parse().unwrap();
+    let base = || GrpcAuthClient::connect_lazy("127.0.0.1:9091").unwrap();
+    let err = base()
+        .with_token_connection_tls(addr, "127.0.0.1", b"not a certificate", None)
+        .unwrap_err();
+    assert!(matches!(err, GrpcClientError::TokenTls(_)), "{err}");
+    let (cert, key) = (pem("client.pem"), pem("server.key"));
+    let err = base()
+        .with_token_connection_tls(addr, "127.0.0.1", &pem("ca.pem"), Some((&cert, &key)))
+        .unwrap_err();
+    assert!(matches!(err, GrpcClientError::TokenTls(_)), "{err}");
 }
