@@ -125,8 +125,8 @@
 //!
 //! | feature | default | brings |
 //! |---|---|---|
-//! | `grpc` | yes | `GrpcAuthClient`: the tonic [`auth::TokenValidator`] and [`agent::AgentValidator`] for `svc.auth.v1.AuthService` |
-//! | `grpc-tls` | no | `GrpcAuthClient::connect_lazy_tls`: mutual TLS for that client (rustls, ring); implies `grpc` |
+//! | `grpc` | yes | `GrpcAuthClient`: the tonic [`auth::TokenValidator`] and [`agent::AgentValidator`] for `svc.auth.v1.AuthService`, ValidateToken on an `h2` connection of its own for one IP address |
+//! | `grpc-tls` | no | `GrpcAuthClient::connect_lazy_tls` and `with_token_connection_tls`: mutual TLS for that client and its token connection (rustls, ring); implies `grpc` |
 //! | `redis` | yes | `store::RedisPool`, `RedisRateLimitStore`, `RedisIdempotencyStore` (bb8 pool on one server, cluster connection on a Redis Cluster; one script round trip per decision) |
 //!
 //! With `default-features = false` you keep every layer, the traits and the in-memory backends,
