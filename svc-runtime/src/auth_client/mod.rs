@@ -208,11 +208,8 @@ impl AuthClientConfig {
         let make = move |authority: &str, host: &str| {
             endpoint(https, authority, host, tls.as_ref()).map_err(AuthSetupError::Address)
         };
-        if let [single] = targets.as_slice()
-            && bare_host(&single.host).parse::<IpAddr>().is_ok()
-        {
-            let authority = format!("{}:{}", single.host, single.port);
-            let endpoint = make(&authority, &single.host)?;
+        if let Some(addr) = self.single_ip() {
+            let endpoint = make(&addr.to_string(), &addr.ip().to_string())?;
             let transport = svc_tower::grpc::coalesce::connector(endpoint.get_tcp_keepalive());
             return Ok(endpoint.connect_with_connector_lazy(transport));
         }
@@ -233,18 +230,42 @@ impl AuthClientConfig {
         Ok(balance::channel(targets, make, self.resolve_interval))
     }
 
-    /// The CA and the client identity, read once.
-    fn tls(&self) -> Result<Option<ClientTlsConfig>, AuthSetupError> {
+    /// The one address, when it is an IP address and port.
+    fn single_ip(&self) -> Option<SocketAddr> {
+        let [single] = self.endpoints.as_slice() else {
+            return None;
+        };
+        let target = target(single)?;
+        let ip = bare_host(&target.host).parse::<IpAddr>().ok()?;
+        Some(SocketAddr::new(ip, target.port))
+    }
+
+    /// The CA and the client identity as PEM, read from their files.
+    fn tls_pems(&self) -> Result<Option<TlsPems>, AuthSetupError> {
         let Some(ca) = &self.tls_ca else {
             return Ok(None);
         };
-        let mut tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(read(SVC_AUTH_GRPC_TLS_CA, ca)?));
-        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            tls = tls.identity(Identity::from_pem(
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((
                 read(SVC_AUTH_GRPC_TLS_CERT, cert)?,
                 read(SVC_AUTH_GRPC_TLS_KEY, key)?,
-            ));
+            )),
+            _ => None,
+        };
+        Ok(Some(TlsPems {
+            ca: read(SVC_AUTH_GRPC_TLS_CA, ca)?,
+            identity,
+        }))
+    }
+
+    /// The channel's TLS: the CA and the client identity.
+    fn tls(&self) -> Result<Option<ClientTlsConfig>, AuthSetupError> {
+        let Some(pems) = self.tls_pems()? else {
+            return Ok(None);
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pems.ca));
+        if let Some((cert, key)) = pems.identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
         }
         Ok(Some(tls))
     }
@@ -255,44 +276,35 @@ impl AuthClientConfig {
     /// when the address is `https://`); balanced addresses keep it on the channel.
     pub fn client(&self, channel: Channel) -> GrpcAuthClient {
         let client = GrpcAuthClient::from_channel(channel).validate_timeout(self.validate_timeout);
-        let [single] = self.endpoints.as_slice() else {
-            return client;
-        };
-        if let Some(addr) = single.strip_prefix("http://").and_then(|a| a.parse().ok()) {
-            return client.with_token_connection(addr);
-        }
-        let Some(addr) = (single.strip_prefix("https://")).and_then(|a| a.parse().ok()) else {
+        let Some(addr) = self.single_ip() else {
             return client;
         };
         // The channel has read and accepted the same files; should they fail now, ValidateToken
         // stays on the channel.
-        match self.token_tls(client.clone(), addr) {
-            Ok(client) => client,
-            Err(reason) => {
-                tracing::warn!(%reason, "ValidateToken stays on the channel");
-                client
+        let with_connection = match self.tls_pems() {
+            Ok(None) => Ok(client.clone().with_token_connection(addr)),
+            Ok(Some(pems)) => {
+                let identity = pems.identity.as_ref();
+                let identity = identity.map(|(cert, key)| (cert.as_slice(), key.as_slice()));
+                let name = addr.ip().to_string();
+                (client
+                    .clone()
+                    .with_token_connection_tls(addr, &name, &pems.ca, identity))
+                .map_err(|error| error.to_string())
             }
-        }
-    }
-
-    /// `client` with ValidateToken on its own connection over TLS to `addr`, with the
-    /// channel's CA and identity, expecting a certificate for the address.
-    fn token_tls(
-        &self,
-        client: GrpcAuthClient,
-        addr: SocketAddr,
-    ) -> Result<GrpcAuthClient, String> {
-        let read = |path: &str| std::fs::read(path).map_err(|_| format!("cannot read {path}"));
-        let ca = read(self.tls_ca.as_deref().ok_or("no CA")?)?;
-        let identity = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
-            _ => None,
+            Err(error) => Err(error.to_string()),
         };
-        let identity = identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()));
-        client
-            .with_token_connection_tls(addr, &addr.ip().to_string(), &ca, identity)
-            .map_err(|error| error.to_string())
+        with_connection.unwrap_or_else(|reason| {
+            tracing::warn!(%reason, "ValidateToken stays on the channel");
+            client
+        })
     }
+}
+
+/// The CA and the client's certificate and key, as read.
+struct TlsPems {
+    ca: Vec<u8>,
+    identity: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// The endpoint of `authority` (`host:port` or `ip:port`), over TLS that expects a
