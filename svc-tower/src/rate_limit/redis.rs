@@ -15,28 +15,29 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// the stored one when refused; [`Gcra`] derives the rest of the decision from it. One key is
 /// answered with an integer, several with a list.
 ///
-/// The script is as cheap as it can be inside Redis, where each `redis.call` and each value
-/// crossing into Lua or out of it costs more than the arithmetic: one `TIME` for all the keys,
-/// a `GET` and a `PSETEX` each (which parses less than `SET .. PX`), the TAT handed over as a
-/// number (Redis writes an integer-valued number as an integer), and no table for one key.
-/// Scripts replicate their effects, not themselves, on every Redis this needs (6.0, for
-/// `KEEPTTL`), so none calls `redis.replicate_commands`.
+/// Inside Redis each `redis.call`, each argument and each number crossing between a string and
+/// Lua costs more than the arithmetic (a 16-digit `tonumber` or a `%.17g` is thousands of
+/// instructions), so the script reads the clock once for all the keys, stores the TAT as the
+/// 8 bytes of a double (`struct`, exact below 2^53 µs), and gives every key the same TTL, a
+/// minute: a TAT is never further ahead than the limit's capacity, 60 s, so the key outlives
+/// it, and a literal TTL is formatted by no one. A TAT written as decimal digits (by an
+/// earlier build) is still read. Scripts replicate their effects, not themselves, on every
+/// Redis this needs (6.0, for `KEEPTTL`), so none calls `redis.replicate_commands`.
 static GCRA_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+    let script = r"
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = t[1] * 1000000 + t[2]
 local out
 for i = 1, #KEYS do
   local interval = tonumber(ARGV[2 * i])
-  local tat = tonumber(redis.call('GET', KEYS[i])) or now
+  local tat = stored(redis.call('GET', KEYS[i])) or now
   if tat < now then tat = now end
   local new_tat = tat + interval
   local ahead
   if new_tat > now + interval * tonumber(ARGV[2 * i - 1]) then
     ahead = now - tat - 1
   else
-    redis.call('PSETEX', KEYS[i], math.ceil((new_tat - now) / 1000), new_tat)
+    redis.call('PSETEX', KEYS[i], '60000', struct.pack('<d', new_tat))
     ahead = new_tat - now
   end
   if #KEYS == 1 then return ahead end
@@ -44,16 +45,25 @@ for i = 1, #KEYS do
   out[i] = ahead
 end
 return out
-",
-    )
+";
+    Script::new(&[STORED_TAT, script].concat())
 });
+
+/// Lua: `stored(v)`, the TAT a script stored in `v` (the 8 bytes of a double, or the decimal
+/// digits an earlier build wrote), or `nil` for no value.
+pub(super) const STORED_TAT: &str = r"
+local function stored(v)
+  if not v then return nil end
+  if #v == 8 then return (struct.unpack('<d', v)) end
+  return tonumber(v)
+end
+";
 
 /// Gives back one request [`GCRA_SCRIPT`] allowed: the TAT moves back one interval, and a TAT
 /// no later than now is deleted, which is the same as a whole allowance.
 static REFUND_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local tat = tonumber(redis.call('GET', KEYS[1]))
+    let script = r"
+local tat = stored(redis.call('GET', KEYS[1]))
 if not tat then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -61,11 +71,11 @@ local new_tat = tat - tonumber(ARGV[1])
 if new_tat <= now then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('PSETEX', KEYS[1], math.ceil((new_tat - now) / 1000), new_tat)
+  redis.call('PSETEX', KEYS[1], '60000', struct.pack('<d', new_tat))
 end
 return 1
-",
-    )
+";
+    Script::new(&[STORED_TAT, script].concat())
 });
 
 /// A rate-limit store in Redis, shared by every replica: one round trip per decision.
@@ -83,7 +93,7 @@ return 1
 /// one request per minute for any limit under a million.
 ///
 /// The state is one small string key per active org, `{prefix}svc:{<org_id>}:rl`, that
-/// expires when the org's allowance is whole again.
+/// expires a minute after the org's last allowed request.
 #[derive(Debug, Clone)]
 pub struct RedisRateLimitStore {
     pool: RedisPool,
@@ -189,8 +199,27 @@ mod tests {
     use super::*;
 
     fn store() -> RedisRateLimitStore {
+        store_with_pool().0
+    }
+
+    /// A store, its pool, and the key of a new org's allowance in it.
+    fn store_with_pool() -> (RedisRateLimitStore, RedisPool, Uuid, String) {
         let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
-        RedisRateLimitStore::new(pool, svc_testkit::redis_prefix())
+        let prefix = svc_testkit::redis_prefix();
+        let org = Uuid::new_v4();
+        let key = format!("{prefix}svc:{{{org}}}:rl");
+        (
+            RedisRateLimitStore::new(pool.clone(), prefix),
+            pool,
+            org,
+            key,
+        )
+    }
+
+    /// The Redis server's clock, in whole seconds as microseconds.
+    async fn server_now(pool: &RedisPool) -> u64 {
+        let server_us: (String, String) = pool.query(&redis::cmd("TIME")).await.unwrap();
+        server_us.0.parse::<u64>().unwrap() * 1_000_000
     }
 
     #[tokio::test]
@@ -222,26 +251,42 @@ mod tests {
 
     #[tokio::test]
     async fn the_key_carries_the_org_hash_tag_and_expires() {
-        let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
-        let prefix = svc_testkit::redis_prefix();
-        let store = RedisRateLimitStore::new(pool.clone(), prefix.clone());
-        let org = Uuid::new_v4();
+        let (store, pool, org, key) = store_with_pool();
         store.check(org, 10).await.unwrap();
-        let key = format!("{prefix}svc:{{{org}}}:rl");
         let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
-        assert!((1..=6_000).contains(&ttl_ms), "ttl {ttl_ms}");
-        // Whole microseconds of the server's clock, written as an integer whatever Lua makes of
-        // the number: every replica's script, and the refund's, reads it back exactly.
-        let tat: String = pool.query(redis::cmd("GET").arg(&key)).await.unwrap();
-        let server_us: (String, String) = pool.query(&redis::cmd("TIME")).await.unwrap();
-        let now = server_us.0.parse::<u64>().unwrap() * 1_000_000;
-        let tat = tat
-            .parse::<u64>()
-            .unwrap_or_else(|_| panic!("an integer TAT: {tat}"));
+        assert!((1..=60_000).contains(&ttl_ms), "ttl {ttl_ms}");
+        // Whole microseconds of the server's clock, as the 8 bytes of a double: every
+        // replica's script, and the refund's, reads it back exactly.
+        let tat: Vec<u8> = pool.query(redis::cmd("GET").arg(&key)).await.unwrap();
+        let now = server_now(&pool).await;
+        let tat = f64::from_le_bytes(tat.try_into().expect("an 8-byte TAT"));
+        assert_eq!(tat.fract(), 0.0, "whole microseconds: {tat}");
+        let tat = tat as u64;
         assert!(
             (now..now + 8_000_000).contains(&tat),
             "tat {tat}, now {now}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_tat_an_earlier_build_wrote_in_digits_is_read() {
+        let (store, pool, org, key) = store_with_pool();
+        let now = server_now(&pool).await;
+        // Two of a limit of 3 spent, 20 s each, in the form an earlier build stored.
+        let tat = (now + 40_000_000).to_string();
+        let _: () = pool
+            .query(redis::cmd("PSETEX").arg(&key).arg(60_000).arg(&tat))
+            .await
+            .unwrap();
+        // The refund reads the digits, and gives one back; the checks read what it wrote.
+        store.refund(org, 3).await.unwrap();
+        let remaining = [(); 3].map(|()| store.check(org, 3));
+        let mut seen = Vec::new();
+        for check in remaining {
+            let decision = check.await.unwrap();
+            seen.push((decision.allowed, decision.remaining));
+        }
+        assert_eq!(seen, [(true, 1), (true, 0), (false, 0)]);
     }
 
     #[tokio::test]

@@ -106,7 +106,7 @@ impl TokenBudget {
         self.org_limit.is_some() || self.token_limit.is_some()
     }
 
-    /// The limits of the org's bucket and the token's, 0 where none (the script's encoding).
+    /// The limits of the org's bucket and the token's, 0 where none.
     pub(crate) fn limits(&self) -> [u64; 2] {
         [self.org_limit.unwrap_or(0), self.token_limit.unwrap_or(0)]
     }

@@ -6,120 +6,121 @@ use std::sync::{Arc, LazyLock};
 use redis::Script;
 
 use super::caps::{CapCharge, CapState, SpendCap};
-use super::tokens::{CappedDecision, Op, TokenBudget, TokenBudgetStore, TokenDecision, binding};
+use super::redis::STORED_TAT;
+use super::tokens::{
+    Bucket, CappedDecision, Op, TokenBudget, TokenBudgetStore, TokenDecision, apply,
+};
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
-/// The arithmetic of `tokens::apply`, on the Redis clock, and the spend caps beside it.
+/// The decision of `tokens::apply`, on the Redis clock, and the spend caps beside it.
 ///
 /// KEYS: the limited buckets (the org's, then the token's; none, one or both), then one
-/// counter per cap. ARGV: `reserve` or `settle`, how many bucket keys, the tokens (or
-/// reserved), the used tokens, each bucket's limit, then per cap: for a reservation its limit,
-/// amount, TTL in seconds and seed (-1: none), for a settlement its correction alone. Returns
-/// `-1` and the missing caps' indexes (from 0) when a counter is missing without a seed;
-/// otherwise `allowed`, the number of buckets, per bucket `fits, limit, remaining, reset_us,
-/// retry_us`, then per cap (a reservation only) `fits, limit, counter`. TATs are µs of the
-/// server's TIME, so replicas with skewed clocks agree.
+/// counter per cap. ARGV: the mode (`r` a reservation, `s` a reservation seeding missing
+/// counters, `x` a settlement), how many bucket keys, the tokens (or reserved), for a
+/// settlement the used tokens, each bucket's limit, then per cap: for `r` its limit and
+/// amount, for `s` also its TTL in seconds and seed, for `x` its correction. Returns `-1` and
+/// the missing caps' indexes (from 0) when a counter is missing in mode `r`; otherwise
+/// whether the reservation was taken (1) or not (0), each cap's counter before it (a
+/// reservation only), and per bucket how far its TAT was ahead of now before the call, in
+/// nanoseconds: `tokens::apply` derives every figure of the decision from those, as the
+/// memory store does.
 ///
-/// Each argument, `redis.call` and number crossing between Lua and Redis costs more inside
-/// Redis than the arithmetic, so a bucket or a figure that does not apply is not sent, values
-/// that only pass through (a seed, an amount, a correction) go to Redis as the strings they
-/// came as, and the buckets' `TIME` is read only when a bucket is limited.
+/// Each argument, each reply value, each `redis.call` and each number crossing between a
+/// string and Lua costs more inside Redis than the arithmetic, so a bucket or a figure that
+/// does not apply is not sent, values that only pass through (a seed, an amount, a correction)
+/// go to Redis as the strings they came as, the buckets' `TIME` is read only when a bucket is
+/// limited, a TAT is stored as the 8 bytes of a double with a literal TTL of a minute (a TAT
+/// is never further ahead than that), and a settlement corrects a counter with one `INCRBY`:
+/// a counter that answers with exactly the correction was missing (or at zero), and is
+/// deleted, for the next reservation to rebuild it from the ledger.
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local settle = ARGV[1] == 'settle'
+    let script = r"
+local mode = ARGV[1]
 local nb = tonumber(ARGV[2])
+local settle = mode == 'x'
+local at = 3 + nb
+if settle then at = at + 1 end
 local ncaps = #KEYS - nb
-local allowed = 1
-local caps = {}
+local out = {1}
 if settle then
   for j = 1, ncaps do
-    local key, delta = KEYS[nb + j], ARGV[4 + nb + j]
-    if delta ~= '0' and redis.call('EXISTS', key) == 1 then
-      if redis.call('INCRBY', key, delta) < 0 then
+    local delta = ARGV[at + j]
+    if delta ~= '0' then
+      local key = KEYS[nb + j]
+      local v = redis.call('INCRBY', key, delta)
+      if v == tonumber(delta) then
+        redis.call('DEL', key)
+      elseif v < 0 then
         redis.call('SET', key, '0', 'KEEPTTL')
       end
     end
   end
 elseif ncaps > 0 then
+  local stride = 2
+  if mode == 's' then stride = 4 end
   local missing
   for j = 1, ncaps do
-    local at = 4 * j + nb
+    local f = at + stride * (j - 1)
     local v = redis.call('GET', KEYS[nb + j])
     if v then
       v = tonumber(v)
-    elseif tonumber(ARGV[at + 4]) < 0 then
+    elseif stride == 4 and ARGV[f + 4] ~= '-1' then
+      redis.call('SETEX', KEYS[nb + j], ARGV[f + 3], ARGV[f + 4])
+      v = tonumber(ARGV[f + 4])
+    else
       missing = missing or {-1}
       missing[#missing + 1] = j - 1
-    else
-      redis.call('SETEX', KEYS[nb + j], ARGV[at + 3], ARGV[at + 4])
-      v = tonumber(ARGV[at + 4])
     end
     if v then
-      local limit = tonumber(ARGV[at + 1])
-      local fit = 1
-      if v + tonumber(ARGV[at + 2]) > limit then fit = 0; allowed = 0 end
-      caps[#caps + 1] = fit
-      caps[#caps + 1] = limit
-      caps[#caps + 1] = v
+      if v + tonumber(ARGV[f + 2]) > tonumber(ARGV[f + 1]) then out[1] = 0 end
+      out[#out + 1] = v
     end
   end
   if missing then return missing end
 end
-local out = {allowed, nb}
 if nb > 0 then
-  local a = tonumber(ARGV[3])
   local t = redis.call('TIME')
-  local now, period = tonumber(t[1]) * 1000000 + tonumber(t[2]), 60000000
-  local rows = {}
+  local now = t[1] * 1000000 + t[2]
+  local a = tonumber(ARGV[3])
+  local first = #out
+  local news = {}
   for i = 1, nb do
-    local limit = tonumber(ARGV[4 + i])
-    local interval = period / limit
-    local tat = tonumber(redis.call('GET', KEYS[i])) or now
+    local limit = tonumber(ARGV[at - nb + i])
+    local tat = stored(redis.call('GET', KEYS[i])) or now
     if tat < now then tat = now end
-    local new, fit = 0, 1
+    local take = a
+    if take > limit then take = limit end
+    local new
     if settle then
-      new = tat + (tonumber(ARGV[4]) - math.min(a, limit)) * interval
-      if new > now + period then new = now + period end
-      if new < now then new = now end
+      new = tat + (tonumber(ARGV[4]) - take) * 60000000 / limit
+      if new > now + 60000000 then new = now + 60000000 end
     else
-      new = tat + math.min(a, limit) * interval
-      if new - now > period then fit = 0; allowed = 0 end
+      new = tat + take * 60000000 / limit
+      if new > now + 60000000 then out[1] = 0 end
     end
-    rows[i] = {limit, tat, new, fit}
+    news[i] = new
+    out[first + i] = (tat - now) * 1000
   end
-  out[1] = allowed
-  for i = 1, nb do
-    local limit, kept, new, fit = rows[i][1], rows[i][2], rows[i][3], rows[i][4]
-    if allowed == 1 then
-      kept = new
-      if kept > now then
-        redis.call('PSETEX', KEYS[i], math.ceil((kept - now) / 1000) + 1, string.format('%.3f', kept))
+  if out[1] == 1 then
+    for i = 1, nb do
+      if news[i] > now then
+        redis.call('PSETEX', KEYS[i], '60001', struct.pack('<d', news[i]))
       else
         redis.call('DEL', KEYS[i])
       end
     end
-    local retry = 0
-    if fit == 0 then retry = new - period - now end
-    out[#out + 1] = fit
-    out[#out + 1] = limit
-    out[#out + 1] = math.floor(math.max(0, (now + period - kept) / (period / limit)))
-    out[#out + 1] = math.ceil(kept - now)
-    out[#out + 1] = math.ceil(retry)
   end
 end
-if allowed == 1 then
+if out[1] == 1 and not settle then
   for j = 1, ncaps do
-    local amount = ARGV[4 * j + nb + 2]
-    if caps[3 * j] and amount ~= '0' then
-      caps[3 * j] = redis.call('INCRBY', KEYS[nb + j], amount)
-    end
+    local amount = ARGV[at + 2 * j]
+    if mode == 's' then amount = ARGV[at + 4 * j - 2] end
+    if amount ~= '0' then redis.call('INCRBY', KEYS[nb + j], amount) end
   end
 end
-for j = 1, #caps do out[#out + 1] = caps[j] end
 return out
-",
-    )
+";
+    Script::new(&[STORED_TAT, script].concat())
 });
 
 /// Token allowances in Redis, shared by every replica: one round trip per reservation and
@@ -154,94 +155,182 @@ impl RedisTokenBudgetStore {
         })
     }
 
-    /// One script over the limited buckets and `caps` (a settlement sends each cap's first
-    /// figure, its correction, alone).
+    /// One script over the limited buckets and `caps`: for a reservation each cap's limit and
+    /// amount, and its TTL and seed too when `seeding`; for a settlement its correction.
     fn run_capped(
         &self,
         budget: TokenBudget,
         op: Op,
-        caps: Vec<(String, [i64; 4])>,
+        caps: Vec<(String, Figures)>,
     ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
         let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
-        // Figures sent per cap, and cap states answered: a settlement answers none.
-        let (name, a, b, figures, states) = match op {
-            Op::Reserve(tokens) => ("reserve", tokens, 0, 4, caps.len()),
-            Op::Settle { reserved, used } => ("settle", reserved, used, 1, 0),
-        };
-        let limited = [budget.org_limit, budget.token_limit];
+        let seeding = caps
+            .iter()
+            .any(|(_, f)| matches!(f, Figures::Seeding { .. }));
         let mut invocation = SCRIPT.prepare_invoke();
-        invocation
-            .arg(name)
-            .arg(limited.iter().flatten().count())
-            .arg(a)
-            .arg(b);
-        if let Some(limit) = budget.org_limit {
-            invocation.key(key("tpm")).arg(limit);
+        let mode = match op {
+            Op::Reserve(_) if seeding => "s",
+            Op::Reserve(_) => "r",
+            Op::Settle { .. } => "x",
+        };
+        let buckets = budget.limited();
+        invocation.arg(mode).arg(buckets.len());
+        match op {
+            Op::Reserve(tokens) => invocation.arg(tokens),
+            Op::Settle { reserved, used } => invocation.arg(reserved).arg(used),
+        };
+        for (bucket, limit) in &buckets {
+            let suffix = match bucket {
+                BucketOf::Org => "tpm".to_owned(),
+                BucketOf::Token => format!("tpm:{}", budget.token_id),
+            };
+            invocation.key(key(&suffix)).arg(*limit);
         }
-        if let Some(limit) = budget.token_limit {
-            invocation
-                .key(key(&format!("tpm:{}", budget.token_id)))
-                .arg(limit);
-        }
-        for (name, cap) in &caps {
+        let counted = caps.len();
+        let mut sent = Vec::with_capacity(counted);
+        for (name, figures) in caps {
             invocation.key(key(&format!("cap:{name}")));
-            for figure in &cap[..figures] {
-                invocation.arg(*figure);
+            match figures {
+                Figures::Taking { limit, amount } => {
+                    invocation.arg(limit).arg(amount);
+                    if seeding {
+                        invocation.arg(1).arg(-1);
+                    }
+                    sent.push((limit, amount));
+                }
+                Figures::Seeding {
+                    limit,
+                    amount,
+                    ttl_secs,
+                    seed,
+                } => {
+                    invocation.arg(limit).arg(amount).arg(ttl_secs).arg(seed);
+                    sent.push((limit, amount));
+                }
+                Figures::Correcting(correction) => {
+                    invocation.arg(correction);
+                }
             }
         }
+        let limits: Vec<u64> = buckets.iter().map(|(_, limit)| *limit).collect();
         Box::pin(async move {
             let reply: Vec<i64> = pool.invoke(&invocation).await?;
-            decode(&reply, budget, states)
+            decode(&reply, budget, op, &limits, &sent, counted)
         })
     }
+}
+
+/// What one cap sends to the script.
+#[derive(Debug, Clone, Copy)]
+enum Figures {
+    /// A reservation of `amount` under `limit`.
+    Taking { limit: i64, amount: i64 },
+    /// The same, seeding a missing counter with `seed` that lives `ttl_secs`.
+    Seeding {
+        limit: i64,
+        amount: i64,
+        ttl_secs: i64,
+        seed: i64,
+    },
+    /// A settlement's correction of the counter.
+    Correcting(i64),
+}
+
+/// Which bucket a limit is of.
+#[derive(Debug, Clone, Copy)]
+enum BucketOf {
+    Org,
+    Token,
+}
+
+impl TokenBudget {
+    /// The limited buckets, the org's first: the script's bucket keys, in order.
+    fn limited(&self) -> Vec<(BucketOf, u64)> {
+        [
+            self.org_limit.map(|l| (BucketOf::Org, l)),
+            self.token_limit.map(|l| (BucketOf::Token, l)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// A count as the script takes it.
+fn figure(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn unexpected() -> StoreError {
     StoreError::new("unexpected token budget script reply")
 }
 
-/// The script's reply for `budget` and `caps` caps.
-fn decode(reply: &[i64], budget: TokenBudget, caps: usize) -> Result<CappedDecision, StoreError> {
+/// The script's reply to `op` over buckets of `limits` and caps `sent` (limit and amount of
+/// each, a reservation's) out of `counted`.
+fn decode(
+    reply: &[i64],
+    budget: TokenBudget,
+    op: Op,
+    limits: &[u64],
+    sent: &[(i64, i64)],
+    counted: usize,
+) -> Result<CappedDecision, StoreError> {
     let count = |v: i64| u64::try_from(v).unwrap_or(0);
     if let Some((-1, missing)) = reply.split_first() {
         let missing = missing.iter().map(|i| usize::try_from(*i).unwrap_or(0));
         return Ok(CappedDecision::Missing(missing.collect()));
     }
-    let [_allowed, n, rest @ ..] = reply else {
+    let counters = if matches!(op, Op::Reserve(_)) {
+        counted
+    } else {
+        0
+    };
+    let [taken, rest @ ..] = reply else {
         return Err(unexpected());
     };
-    let buckets = usize::try_from(*n).map_err(|_| unexpected())? * 5;
-    if rest.len() != buckets + caps * 3 {
+    if rest.len() != counters + limits.len() {
         return Err(unexpected());
     }
-    let (buckets, states) = rest.split_at(buckets);
-    let tokens = if buckets.is_empty() {
+    let taken = *taken == 1;
+    let (counters, aheads) = rest.split_at(counters);
+    let tokens = if limits.is_empty() {
         budget.unmetered()
     } else {
-        let figures = buckets.chunks_exact(5).map(|b| TokenDecision {
-            allowed: b[0] == 1,
-            limit: count(b[1]),
-            remaining: count(b[2]),
-            reset_after_secs: count(b[3]).div_ceil(1_000_000),
-            retry_after_secs: if b[0] == 1 {
-                0
-            } else {
-                count(b[4]).div_ceil(1_000_000).max(1)
-            },
-        });
-        let fits_buckets = figures.clone().all(|d| d.allowed);
-        TokenDecision {
-            allowed: fits_buckets,
-            ..binding(figures)
+        // Each TAT as far ahead of a `now` of 0 as the script found it, in µs.
+        let buckets: Vec<Bucket> = limits
+            .iter()
+            .zip(aheads)
+            .map(|(limit, ahead)| Bucket {
+                limit: *limit,
+                tat: *ahead as f64 / 1_000.0,
+            })
+            .collect();
+        let (decision, _) = apply(&buckets, op, 0.0);
+        if decision.allowed && !taken {
+            // The buckets had room but a cap refused: nothing was taken from them.
+            TokenDecision {
+                allowed: true,
+                ..apply(&buckets, Op::Reserve(0), 0.0).0
+            }
+        } else {
+            decision
         }
     };
-    let caps = states
-        .chunks_exact(3)
-        .map(|c| CapState {
-            fits: c[0] == 1,
-            limit: count(c[1]),
-            spent: count(c[2]),
+    let caps = sent
+        .iter()
+        .zip(counters)
+        .map(|((limit, amount), counter)| {
+            let (limit, amount, before) = (count(*limit), count(*amount), count(*counter));
+            CapState {
+                fits: before.saturating_add(amount) <= limit,
+                limit,
+                spent: if taken {
+                    before.saturating_add(amount)
+                } else {
+                    before
+                },
+            }
         })
         .collect();
     Ok(CappedDecision::Counted { tokens, caps })
@@ -268,17 +357,19 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
                 caps: Vec::new(),
             })));
         }
-        let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let caps = caps
             .into_iter()
             .map(|cap| {
-                let seed = cap.seed.map_or(-1, figure);
-                let figures = [
-                    figure(cap.limit),
-                    figure(cap.amount),
-                    figure(cap.ttl_secs.max(1)),
-                    seed,
-                ];
+                let (limit, amount) = (figure(cap.limit), figure(cap.amount));
+                let figures = match cap.seed {
+                    Some(seed) => Figures::Seeding {
+                        limit,
+                        amount,
+                        ttl_secs: figure(cap.ttl_secs.max(1)),
+                        seed: figure(seed),
+                    },
+                    None => Figures::Taking { limit, amount },
+                };
                 (cap.name, figures)
             })
             .collect();
@@ -295,12 +386,11 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
         if caps.is_empty() {
             return self.settle(budget, reserved, used);
         }
-        let figure = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let caps = caps
             .into_iter()
             .map(|cap| {
                 let correction = figure(cap.used).saturating_sub(figure(cap.reserved));
-                (cap.name, [correction, 0, 0, 0])
+                (cap.name, Figures::Correcting(correction))
             })
             .collect();
         let run = self.run_capped(budget, Op::Settle { reserved, used }, caps);
@@ -565,5 +655,18 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(exists, 0);
+        // So is one at zero that a call adds to: no reservation of that call is in it (it
+        // would not be at zero), so the ledger, which has the call, rebuilds it.
+        store
+            .settle_capped(budget, 10, 1, vec![charge(1, 6)])
+            .await
+            .unwrap();
+        let exists: i64 = pool.query(redis::cmd("EXISTS").arg(&key)).await.unwrap();
+        assert_eq!(exists, 0);
+        let missing = store
+            .reserve_capped(budget, 10, vec![cap("a", 100, 10, None)])
+            .await
+            .unwrap();
+        assert_eq!(missing, CappedDecision::Missing(vec![0]));
     }
 }
