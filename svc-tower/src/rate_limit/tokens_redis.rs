@@ -125,8 +125,8 @@ return out
 
 /// Token allowances in Redis, shared by every replica: one round trip per reservation and
 /// per settlement. Keys: `{prefix}svc:{<org_id>}:tpm` for the org and
-/// `{prefix}svc:{<org_id>}:tpm:<token_id>` for a token, each expiring when its bucket is
-/// full again.
+/// `{prefix}svc:{<org_id>}:tpm:<token_id>` for a token, each expiring a minute after its
+/// last write (by then its bucket is full again).
 #[derive(Debug, Clone)]
 pub struct RedisTokenBudgetStore {
     pool: RedisPool,
