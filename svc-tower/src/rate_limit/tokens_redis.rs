@@ -174,18 +174,19 @@ impl RedisTokenBudgetStore {
             Op::Reserve(_) => "r",
             Op::Settle { .. } => "x",
         };
-        let buckets = budget.limited();
-        invocation.arg(mode).arg(buckets.len());
+        let limited = [budget.org_limit, budget.token_limit];
+        invocation.arg(mode).arg(limited.iter().flatten().count());
         match op {
             Op::Reserve(tokens) => invocation.arg(tokens),
             Op::Settle { reserved, used } => invocation.arg(reserved).arg(used),
         };
-        for (bucket, limit) in &buckets {
-            let suffix = match bucket {
-                BucketOf::Org => "tpm".to_owned(),
-                BucketOf::Token => format!("tpm:{}", budget.token_id),
-            };
-            invocation.key(key(&suffix)).arg(*limit);
+        if let Some(limit) = budget.org_limit {
+            invocation.key(key("tpm")).arg(limit);
+        }
+        if let Some(limit) = budget.token_limit {
+            invocation
+                .key(key(&format!("tpm:{}", budget.token_id)))
+                .arg(limit);
         }
         let counted = caps.len();
         let mut sent = Vec::with_capacity(counted);
@@ -213,7 +214,7 @@ impl RedisTokenBudgetStore {
                 }
             }
         }
-        let limits: Vec<u64> = buckets.iter().map(|(_, limit)| *limit).collect();
+        let limits: Vec<u64> = limited.into_iter().flatten().collect();
         Box::pin(async move {
             let reply: Vec<i64> = pool.invoke(&invocation).await?;
             decode(&reply, budget, op, &limits, &sent, counted)
@@ -235,26 +236,6 @@ enum Figures {
     },
     /// A settlement's correction of the counter.
     Correcting(i64),
-}
-
-/// Which bucket a limit is of.
-#[derive(Debug, Clone, Copy)]
-enum BucketOf {
-    Org,
-    Token,
-}
-
-impl TokenBudget {
-    /// The limited buckets, the org's first: the script's bucket keys, in order.
-    fn limited(&self) -> Vec<(BucketOf, u64)> {
-        [
-            self.org_limit.map(|l| (BucketOf::Org, l)),
-            self.token_limit.map(|l| (BucketOf::Token, l)),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
-    }
 }
 
 /// A count as the script takes it.
