@@ -37,7 +37,7 @@ for i = 1, #KEYS do
   if new_tat > now + interval * tonumber(ARGV[2 * i - 1]) then
     ahead = now - tat - 1
   else
-    redis.call('PSETEX', KEYS[i], '60000', struct.pack('<d', new_tat))
+    store(KEYS[i], new_tat)
     ahead = new_tat - now
   end
   if #KEYS == 1 then return ahead end
@@ -49,16 +49,19 @@ return out
     Script::new(&[STORED_TAT, script].concat())
 });
 
-/// Lua: `stored(v)`, the TAT a script stored in `v` (the 8 bytes of a double, or the decimal
-/// digits an earlier build wrote), or `nil` for no value.
+/// Lua: how every script stores a TAT. `stored(v)` is the TAT in `v` (the 8 bytes of a
+/// double, or the decimal digits an earlier build wrote), or `nil` for no value; `store(key,
+/// tat)` writes it, living a minute: a TAT is never further ahead of now than that.
 pub(super) const STORED_TAT: &str = r"
 local function stored(v)
   if not v then return nil end
   if #v == 8 then return (struct.unpack('<d', v)) end
   return tonumber(v)
 end
+local function store(key, tat)
+  redis.call('PSETEX', key, '60000', struct.pack('<d', tat))
+end
 ";
-
 /// Gives back one request [`GCRA_SCRIPT`] allowed: the TAT moves back one interval, and a TAT
 /// no later than now is deleted, which is the same as a whole allowance.
 static REFUND_SCRIPT: LazyLock<Script> = LazyLock::new(|| {
@@ -71,7 +74,7 @@ local new_tat = tat - tonumber(ARGV[1])
 if new_tat <= now then
   redis.call('DEL', KEYS[1])
 else
-  redis.call('PSETEX', KEYS[1], '60000', struct.pack('<d', new_tat))
+  store(KEYS[1], new_tat)
 end
 return 1
 ";
