@@ -27,11 +27,13 @@ use svc_runtime::shutdown::Drain;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tonic::service::interceptor::InterceptedService;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use crate::config::Config;
 use crate::grpc::AuthApi;
+use crate::grpc::direct::DirectValidateLayer;
 use crate::grpc::reports::ReportLayer;
 use crate::metrics::AuthMetrics;
 use crate::migrate::{self, MigrateError};
@@ -157,14 +159,13 @@ impl Server {
             .build_v1alpha()
             .map_err(|e| StartError::Reflection(e.to_string()))?;
 
+        let api = Arc::new(AuthApi::new(verifier, metrics.clone()));
         let requests = metrics.grpc_requests_total.clone();
-        let auth = AuthServiceServer::with_interceptor(
-            AuthApi::new(verifier, metrics.clone()),
-            move |request| {
+        let auth =
+            InterceptedService::new(AuthServiceServer::from_arc(api.clone()), move |request| {
                 requests.inc();
                 Ok(request)
-            },
-        );
+            });
         let incoming = crate::incoming::capped(
             grpc_listener,
             crate::incoming::Limits {
@@ -179,6 +180,10 @@ impl Server {
                 // Outermost, so the bodies it watches are the ones hyper sees.
                 .layer(crate::incoming::StallLayer)
                 .layer(ReportLayer::new(config.sentry_dsn.is_some()))
+                .layer(DirectValidateLayer::new(
+                    api,
+                    metrics.grpc_requests_total.clone(),
+                ))
                 .add_service(auth)
                 .add_service(health_service)
                 .add_service(reflection_v1)

@@ -28,6 +28,7 @@ mod agents;
 mod audit;
 mod budgets;
 mod convert;
+pub mod direct;
 mod issuer;
 pub mod reports;
 pub mod status;

@@ -19,3 +19,4 @@ mod single_flight;
 mod tls;
 mod token_states;
 mod trace_logs;
+mod validate_path;
