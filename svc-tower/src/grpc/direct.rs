@@ -172,7 +172,9 @@ impl DirectCalls {
             return Ok(ready);
         }
         self.set(None);
-        let sender = dial(self.inner.addr, self.inner.tls.as_ref()).await?;
+        // Boxed: dialing (TCP, TLS, the HTTP/2 handshake) is most of this future's size, and
+        // every call's future would otherwise carry it.
+        let sender = Box::pin(dial(self.inner.addr, self.inner.tls.as_ref())).await?;
         self.set(Some(sender.clone()));
         sender.ready().await.map_err(transport)
     }
