@@ -154,7 +154,7 @@ async fn read_message(mut body: Body) -> Read {
         Some(Err(status)) => return Read::Other(Replay::body(read, Err(status), body)),
         None => return Read::Other(Replay::body(read, Ok(()), body)),
     };
-    let message = first.data_ref().and_then(|data| whole_message(data));
+    let message = first.data_ref().and_then(whole_message);
     read.push_back(first);
     let Some(message) = message else {
         return Read::Other(Replay::body(read, Ok(()), body));
