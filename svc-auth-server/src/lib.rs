@@ -3,7 +3,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`server`] | [`Server::start`]: gRPC (AuthService, health, reflection) and the HTTP ops routes |
-//! | [`grpc`] | the AuthService adapter and the one error-to-status mapping |
+//! | [`grpc`] | the AuthService adapter, ValidateToken ahead of tonic's routes, status mapping |
 //! | [`verify`] | PAT verification: row read every call, Argon2id once per secret, failure limits |
 //! | [`pat`] | the `svc_pat_<uuid>_<secret>` format with its checksum |
 //! | [`store`] | the [`store::Store`] trait, PostgreSQL backend, shared test suite |
