@@ -191,10 +191,11 @@ fn whole_message(data: &Bytes) -> Option<ValidateTokenRequest> {
 /// one DATA frame, and `grpc-status: 0` in the trailers.
 fn answered<M: Message>(answer: tonic::Response<M>) -> Response<Body> {
     let (metadata, message, extensions) = answer.into_parts();
-    let mut frame = BytesMut::with_capacity(PREFIX + message.encoded_len());
+    let length = message.encoded_len();
+    let mut frame = BytesMut::with_capacity(PREFIX + length);
     frame.put_u8(0);
     // A ValidateToken answer is a few hundred bytes; a length past u32 cannot be framed.
-    frame.put_u32(u32::try_from(message.encoded_len()).unwrap_or(u32::MAX));
+    frame.put_u32(u32::try_from(length).unwrap_or(u32::MAX));
     message.encode_raw(&mut frame);
     let mut trailers = HeaderMap::with_capacity(1);
     if let Err(status) = Status::ok("").add_header(&mut trailers) {

@@ -14,9 +14,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use prost::Message;
 use svc_auth_server::config::Config;
-use svc_proto::v1;
 
 /// The write timeout the server runs with.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -32,15 +30,7 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// ValidateToken of `token` as a gRPC request body: one uncompressed length-prefixed message.
 fn validate_frame(token: &str) -> Bytes {
-    let message = v1::ValidateTokenRequest {
-        access_token: token.to_owned(),
-        agent_id: None,
-    }
-    .encode_to_vec();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    frame.extend_from_slice(&message);
-    Bytes::from(frame)
+    grpc_message(0, &validate_request(token))
 }
 
 /// Opens an HTTP/2 connection (`window` for each stream's answers), sends one ValidateToken

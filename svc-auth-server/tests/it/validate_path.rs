@@ -68,21 +68,6 @@ async fn call(addr: SocketAddr, extra: &[(&str, &str)], frames: Vec<Bytes>) -> A
     }
 }
 
-fn framed(flag: u8, message: &[u8]) -> Bytes {
-    let mut frame = vec![flag];
-    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    frame.extend_from_slice(message);
-    Bytes::from(frame)
-}
-
-fn request(token: &str) -> Vec<u8> {
-    v1::ValidateTokenRequest {
-        access_token: token.to_owned(),
-        agent_id: None,
-    }
-    .encode_to_vec()
-}
-
 /// The one message of a successful answer.
 fn answered(answer: &Answer) -> v1::ValidateTokenResponse {
     assert_eq!(answer.code(), "0");
@@ -96,7 +81,12 @@ fn answered(answer: &Answer) -> v1::ValidateTokenResponse {
 async fn a_plain_call_is_answered_in_tonics_shape() {
     let h = start().await;
     let addr = h.server.grpc_addr;
-    let answer = call(addr, &[], vec![framed(0, &request(&h.seed.chat_token))]).await;
+    let answer = call(
+        addr,
+        &[],
+        vec![grpc_message(0, &validate_request(&h.seed.chat_token))],
+    )
+    .await;
     assert_eq!(answer.headers["content-type"], "application/grpc");
     assert!(answer.headers.get("grpc-status").is_none());
     let trailers = answer.trailers.as_ref().expect("trailers");
@@ -104,7 +94,12 @@ async fn a_plain_call_is_answered_in_tonics_shape() {
     assert_eq!(answered(&answer).org_id, h.seed.org_id.to_string());
 
     // A refusal is trailers-only: the status in the head, no message.
-    let refused = call(addr, &[], vec![framed(0, &request("svc_pat_garbage"))]).await;
+    let refused = call(
+        addr,
+        &[],
+        vec![grpc_message(0, &validate_request("svc_pat_garbage"))],
+    )
+    .await;
     assert_eq!(refused.code(), "16");
     assert!(refused.trailers.is_none());
     assert!(refused.data.is_empty());
@@ -115,7 +110,7 @@ async fn a_plain_call_is_answered_in_tonics_shape() {
 async fn calls_that_are_not_plain_get_tonics_answers() {
     let h = start().await;
     let addr = h.server.grpc_addr;
-    let message = framed(0, &request(&h.seed.chat_token));
+    let message = grpc_message(0, &validate_request(&h.seed.chat_token));
 
     // The message over two DATA frames, and an empty frame after a whole one.
     let split = call(addr, &[], vec![message.slice(..7), message.slice(7..)]).await;
@@ -126,14 +121,16 @@ async fn calls_that_are_not_plain_get_tonics_answers() {
     assert_eq!(answered(&identity).org_id, h.seed.org_id.to_string());
 
     // An encoding the server does not speak: Unimplemented.
-    let gzip = framed(1, &request(&h.seed.chat_token));
+    let gzip = grpc_message(1, &validate_request(&h.seed.chat_token));
     let answer = call(addr, &[("grpc-encoding", "gzip")], vec![gzip.clone()]).await;
     assert_eq!(answer.code(), "12");
     // The compressed flag with no encoding named, bytes that are no message, no message at
     // all, a length past tonic's 4 MiB: tonic's own errors.
     assert_eq!(call(addr, &[], vec![gzip]).await.code(), "13");
     assert_eq!(
-        call(addr, &[], vec![framed(0, &[0xff, 0xff])]).await.code(),
+        call(addr, &[], vec![grpc_message(0, &[0xff, 0xff])])
+            .await
+            .code(),
         "13"
     );
     assert_eq!(call(addr, &[], vec![]).await.code(), "13");

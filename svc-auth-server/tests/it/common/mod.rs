@@ -285,3 +285,19 @@ pub async fn flood_turn() -> tokio::sync::MutexGuard<'static, ()> {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     TURN.lock().await
 }
+
+/// ValidateToken of `token`, encoded.
+pub fn validate_request(token: &str) -> Vec<u8> {
+    prost::Message::encode_to_vec(&v1::ValidateTokenRequest {
+        access_token: token.to_owned(),
+        agent_id: None,
+    })
+}
+
+/// `message` as one length-prefixed gRPC message, `flag` its compressed flag.
+pub fn grpc_message(flag: u8, message: &[u8]) -> bytes::Bytes {
+    let mut framed = vec![flag];
+    framed.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(message);
+    bytes::Bytes::from(framed)
+}
