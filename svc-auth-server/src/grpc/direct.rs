@@ -14,7 +14,7 @@
 //! layers around the routes (tonic's deadline, the stall watch, error reports) wrap this one.
 
 use std::collections::VecDeque;
-use std::future::poll_fn;
+use std::future::{poll_fn, ready};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,7 +23,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::future::{BoxFuture, Either};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Request, Response};
-use http_body::{Body as _, Frame, SizeHint};
+use http_body::{Body as _, Frame};
+use http_body_util::{BodyExt, Full};
 use prometheus_client::metrics::counter::Counter;
 use prost::Message;
 use svc_proto::v1::ValidateTokenRequest;
@@ -201,50 +202,14 @@ fn answered<M: Message>(answer: tonic::Response<M>) -> Response<Body> {
     if let Err(status) = Status::ok("").add_header(&mut trailers) {
         return status.into_http();
     }
-    let mut response = Response::new(Body::new(Answer {
-        data: Some(frame.freeze()),
-        trailers: Some(trailers),
-    }));
+    let body = Full::new(frame.freeze()).with_trailers(ready(Some(Ok(trailers))));
+    let mut response = Response::new(Body::new(body));
     *response.headers_mut() = metadata.into_headers();
     *response.extensions_mut() = extensions;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     response
-}
-
-/// One DATA frame, then the trailers.
-struct Answer {
-    data: Option<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl http_body::Body for Answer {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let frame = match self.data.take() {
-            Some(data) => Frame::data(data),
-            None => match self.trailers.take() {
-                Some(trailers) => Frame::trailers(trailers),
-                None => return Poll::Ready(None),
-            },
-        };
-        Poll::Ready(Some(Ok(frame)))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.data.is_none() && self.trailers.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let length = self.data.as_ref().map_or(0, Bytes::len);
-        SizeHint::with_exact(u64::try_from(length).unwrap_or(u64::MAX))
-    }
 }
 
 /// A request body with the frames already read (and an error met reading them) in front.
