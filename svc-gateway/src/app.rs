@@ -261,7 +261,8 @@ impl Gateway {
             self.cost.clone(),
         )
         .budget_fail_open(self.config.budget_fail_open)
-        .spend_source(Arc::new(self.auth.clone()));
+        .spend_source(Arc::new(self.auth.clone()))
+        .drain(self.drain.clone());
         if shared {
             holder
         } else {

@@ -15,19 +15,27 @@
 //! When a budget applies, the call is refused with 503 `BUDGET_UNAVAILABLE` instead (unless
 //! `SVC_BUDGET_FAIL_OPEN=true`): a budget is a promise about money. A budget counter the
 //! store lost is rebuilt from the ledger (GetBudgetSpend) before the call is admitted.
+//!
+//! A call's settlement waits for its org's next reservation and rides in the same script (one
+//! round trip, and that reservation sees it), or [`SETTLE_WAIT`] at most when none comes, or
+//! until the gateway drains: a busy org pays Redis for one step per call, not two.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use http::HeaderMap;
+use svc_runtime::shutdown::{Drain, Phase};
 use svc_tower::context::{Budget, OrgContext};
 use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::rate_limit::{
-    CapCharge, CapState, CappedDecision, SpendCap, TokenBudget, TokenBudgetStore, TokenDecision,
+    CapCharge, CapState, CappedDecision, Correction, SpendCap, TokenBudget, TokenBudgetStore,
+    TokenDecision,
 };
+use uuid::Uuid;
 
 use crate::budget::{CallUsage, CostMeter, caps};
 use crate::call::Call;
@@ -41,6 +49,10 @@ pub const DEFAULT_COMPLETION_TOKENS: u64 = 1024;
 /// Longer than the request limit's 25 ms: a refused burst would otherwise pass unmetered
 /// exactly when it queues for the store, which for a budget is the case that matters.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long a settlement waits for its org's next reservation to carry it before it goes on
+/// its own: long enough for a busy org's next call, short enough that other replicas see it
+/// soon (they see the reservation at once).
+pub const SETTLE_WAIT: Duration = Duration::from_millis(20);
 
 /// Where the spend of a budget whose counter was lost is read: the auth service's
 /// GetBudgetSpend, which sums the ledger.
@@ -81,6 +93,19 @@ pub struct Holder {
     spend: Option<Arc<dyn SpendSource>>,
     cost: CostMeter,
     clock: fn() -> DateTime<Utc>,
+    /// Settlements waiting for their org's next reservation.
+    owed: Arc<Mutex<HashMap<Uuid, Owing>>>,
+    settle_wait: Duration,
+    /// Once the gateway drains, settlements wait no more.
+    drain: Drain,
+}
+
+/// An org's settlements not yet sent.
+#[derive(Debug, Default)]
+struct Owing {
+    corrections: Vec<Correction>,
+    /// Whether a task will send them when [`SETTLE_WAIT`] is over.
+    armed: bool,
 }
 
 impl std::fmt::Debug for Holder {
@@ -131,7 +156,22 @@ impl Holder {
             spend: None,
             cost,
             clock: Utc::now,
+            owed: Arc::default(),
+            settle_wait: SETTLE_WAIT,
+            drain: Drain::new(),
         }
+    }
+
+    /// Sends settlements at once when `drain` starts.
+    pub fn drain(mut self, drain: Drain) -> Holder {
+        self.drain = drain;
+        self
+    }
+
+    /// Lets settlements wait `wait` for their org's next reservation.
+    pub fn settle_wait(mut self, wait: Duration) -> Holder {
+        self.settle_wait = wait;
+        self
     }
 
     /// Counts budgets only: token limits need a store shared by every replica.
@@ -197,8 +237,14 @@ impl Holder {
             .map(|b| caps::cap(b, worst, now))
             .collect();
         let mut seeded = false;
+        let mut owed = self.take_owed(org.org_id);
         loop {
-            let reserve = self.store.reserve_capped(budget, tokens, caps.clone());
+            let reserve = (self.store).reserve_correcting(
+                std::mem::take(&mut owed),
+                budget,
+                tokens,
+                caps.clone(),
+            );
             let decision = match tokio::time::timeout(self.timeout, reserve).await {
                 Ok(Ok(CappedDecision::Missing(_))) if !seeded => {
                     seeded = true;
@@ -231,30 +277,53 @@ impl Holder {
     }
 
     /// Settles `hold` to what the call used: `usage` tokens, costing `cost` micro-dollars.
-    pub async fn settle(&self, hold: &Hold, usage: CallUsage, cost: u64) {
-        let used = usage.prompt.saturating_add(usage.completion);
-        let charges: Vec<CapCharge> = (hold.caps.iter())
-            .map(|(name, reserved)| CapCharge {
-                name: name.clone(),
-                reserved: *reserved,
-                used: cost,
-            })
-            .collect();
-        let Some(budget) = hold
-            .budget
-            .filter(|b| b.is_limited() || !charges.is_empty())
-        else {
+    /// The settlement waits for the org's next reservation to carry it, [`SETTLE_WAIT`] at
+    /// most.
+    pub fn settle(&self, hold: &Hold, usage: CallUsage, cost: u64) {
+        let Some(correction) = hold.correction(usage, cost) else {
             return;
         };
-        let tokens = if hold.decision.is_some() {
-            hold.tokens
-        } else {
-            0
+        let org = correction.budget.org_id;
+        let arm = {
+            let mut owed = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
+            let owing = owed.entry(org).or_default();
+            owing.corrections.push(correction);
+            !std::mem::replace(&mut owing.armed, true)
         };
-        let settle = self.store.settle_capped(budget, tokens, used, charges);
+        // A body dropped as the runtime stops has no task to settle on; the counters then
+        // expire with their window or period.
+        if arm && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let holder = self.clone();
+            runtime.spawn(async move {
+                tokio::select! {
+                    () = tokio::time::sleep(holder.settle_wait) => {}
+                    () = holder.drain.reached(Phase::Draining) => {}
+                }
+                holder.send_owed(org).await;
+            });
+        }
+    }
+
+    /// The org's settlements not yet sent, for its reservation to carry.
+    fn take_owed(&self, org: Uuid) -> Vec<Correction> {
+        let mut owed = self.owed.lock().unwrap_or_else(PoisonError::into_inner);
+        (owed.get_mut(&org)).map_or_else(Vec::new, |owing| std::mem::take(&mut owing.corrections))
+    }
+
+    /// Sends the org's settlements that no reservation carried.
+    async fn send_owed(&self, org: Uuid) {
+        let owing = self
+            .owed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&org);
+        let Some(owing) = owing.filter(|o| !o.corrections.is_empty()) else {
+            return;
+        };
+        let sent = self.store.correct(owing.corrections);
         if !matches!(
-            tokio::time::timeout(self.timeout * 4, settle).await,
-            Ok(Ok(_))
+            tokio::time::timeout(self.timeout * 4, sent).await,
+            Ok(Ok(()))
         ) {
             warn_fail_open(false, "settlement");
         }
@@ -353,6 +422,29 @@ impl Hold {
         }
     }
 
+    /// What settles this hold for a call that used `usage` tokens costing `cost`; `None` when
+    /// it holds nothing to settle.
+    fn correction(&self, usage: CallUsage, cost: u64) -> Option<Correction> {
+        let caps: Vec<CapCharge> = (self.caps.iter())
+            .map(|(name, reserved)| CapCharge {
+                name: name.clone(),
+                reserved: *reserved,
+                used: cost,
+            })
+            .collect();
+        let budget = (self.budget).filter(|b| b.is_limited() || !caps.is_empty())?;
+        Some(Correction {
+            budget,
+            reserved: if self.decision.is_some() {
+                self.tokens
+            } else {
+                0
+            },
+            used: usage.prompt.saturating_add(usage.completion),
+            caps,
+        })
+    }
+
     /// The prompt estimate the hold was made with, if one was made: what a stream cut short
     /// is charged for its prompt, without estimating it again.
     pub fn prompt_estimate(&self) -> Option<u64> {
@@ -419,14 +511,9 @@ mod tests {
         Call::from_parts(&parts, Arc::new(api), std::time::Instant::now())
     }
 
-    #[tokio::test]
-    async fn a_day_budget_spent_out_is_usable_again_when_the_day_changes() {
-        NOW.store(
-            Utc.with_ymd_and_hms(2026, 11, 25, 23, 59, 0)
-                .unwrap()
-                .timestamp(),
-            Ordering::SeqCst,
-        );
+    /// A holder on Redis under a random key prefix, with the mock's prices ($1 in, $2 out per
+    /// million tokens), its pool and the prefix.
+    fn holder_on_redis() -> (Holder, redis::Client, String) {
         let registry = Registry::from_config(&ProviderConfig {
             mode: LlmMode::Mock,
             base_url: None,
@@ -437,18 +524,117 @@ mod tests {
         })
         .unwrap();
         let pool = RedisPool::new(&svc_testkit::redis_url()).unwrap();
-        let store = Arc::new(RedisTokenBudgetStore::new(
-            pool,
-            svc_testkit::redis_prefix(),
-        ));
+        let prefix = svc_testkit::redis_prefix();
+        let store = Arc::new(RedisTokenBudgetStore::new(pool.clone(), prefix.clone()));
         let holder = Holder::new(
             store,
             None,
             DEFAULT_COMPLETION_TOKENS,
             Duration::from_secs(5),
             CostMeter::new(registry),
-        )
-        .clock(clock);
+        );
+        let client = redis::Client::open(svc_testkit::redis_url()).unwrap();
+        (holder, client, prefix)
+    }
+
+    /// An org with a day budget of a dollar, and the Redis key of its counter.
+    fn budgeted_org(prefix: &str) -> (OrgContext, String) {
+        let budget = Budget {
+            target: BudgetTarget::Org,
+            limit_usd_micros: 1_000_000,
+            period: BudgetPeriod::Day,
+        };
+        let org_id = Uuid::new_v4();
+        let name = caps::counter(&budget, Utc::now());
+        let org = OrgContext::new(org_id, Permissions::CHAT_COMPLETIONS, Uuid::new_v4())
+            .with_budgets(vec![budget]);
+        (org, format!("{prefix}svc:{{{org_id}}}:cap:{name}"))
+    }
+
+    async fn counter(redis: &redis::Client, key: &str) -> Option<i64> {
+        let mut connection = redis.get_multiplexed_async_connection().await.unwrap();
+        redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut connection)
+            .await
+            .unwrap()
+    }
+
+    /// Polls the counter at `key` until it reads `expected`, for five seconds at most.
+    async fn counter_reaches(pool: &redis::Client, key: &str, expected: i64) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while counter(pool, key).await != Some(expected) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{key} never reached {expected}"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    const USED: CallUsage = CallUsage {
+        prompt: 5,
+        cached: 0,
+        completion: 3,
+    };
+
+    #[tokio::test]
+    async fn a_settlement_rides_with_the_orgs_next_reservation() {
+        let (holder, pool, prefix) = holder_on_redis();
+        // Nothing goes on its own during the test.
+        let holder = holder.settle_wait(Duration::from_secs(3_600));
+        let (org, key) = budgeted_org(&prefix);
+        let first = holder.hold(&call(org.clone())).await.unwrap();
+        let worst = counter(&pool, &key)
+            .await
+            .expect("the reservation's counter");
+        assert!(worst > 11, "{worst}");
+        holder.settle(&first, USED, 11);
+        // Held for the next reservation: the counter still has the worst case.
+        assert_eq!(counter(&pool, &key).await, Some(worst));
+        let second = holder.hold(&call(org.clone())).await.unwrap();
+        assert_eq!(counter(&pool, &key).await, Some(11 + worst));
+        // That reservation saw the settlement: its remaining dollars count the first call's 11.
+        let mut headers = HeaderMap::new();
+        second.set_headers(&mut headers);
+        assert_eq!(
+            headers[&caps::X_SVC_BUDGET_REMAINING_USD],
+            caps::remaining_header(u64::try_from(1_000_000 - 11 - worst).unwrap())
+        );
+        assert!(holder.take_owed(org.org_id).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_settlement_no_reservation_carries_goes_after_the_wait_or_at_the_drain() {
+        let (holder, pool, prefix) = holder_on_redis();
+        let drain = Drain::new();
+        let waiting = holder
+            .clone()
+            .settle_wait(Duration::from_secs(3_600))
+            .drain(drain.clone());
+        let (org, key) = budgeted_org(&prefix);
+        let hold = waiting.hold(&call(org.clone())).await.unwrap();
+        waiting.settle(&hold, USED, 7);
+        drain.start();
+        counter_reaches(&pool, &key, 7).await;
+
+        let quick = holder.settle_wait(Duration::from_millis(1));
+        let (org, key) = budgeted_org(&prefix);
+        let hold = quick.hold(&call(org)).await.unwrap();
+        quick.settle(&hold, USED, 9);
+        counter_reaches(&pool, &key, 9).await;
+    }
+
+    #[tokio::test]
+    async fn a_day_budget_spent_out_is_usable_again_when_the_day_changes() {
+        NOW.store(
+            Utc.with_ymd_and_hms(2026, 11, 25, 23, 59, 0)
+                .unwrap()
+                .timestamp(),
+            Ordering::SeqCst,
+        );
+        let (holder, _, _) = holder_on_redis();
+        let holder = holder.clock(clock);
         let org_id = Uuid::new_v4();
         let probe = call(OrgContext::new(
             org_id,

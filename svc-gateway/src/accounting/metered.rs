@@ -114,13 +114,8 @@ impl Settlement {
         };
         // A call no provider answered used nothing: its hold is given back whole.
         if hold.holds_anything() {
-            let holder = books.holder.clone();
             let cost = u64::try_from(cost_usd_micros).unwrap_or(0);
-            // A body dropped as the runtime stops has no task to settle on; the counters
-            // then expire with their window or period.
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(async move { holder.settle(&hold, usage, cost).await });
-            }
+            books.holder.settle(&hold, usage, cost);
         }
         if let Some(ledger) = &books.ledger {
             ledger.record(UsageRecord {

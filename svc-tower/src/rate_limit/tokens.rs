@@ -200,6 +200,21 @@ impl CappedDecision {
     }
 }
 
+/// One call's settlement, kept to go with a later step of its org's (see
+/// [`TokenBudgetStore::reserve_correcting`]): what
+/// [`settle_capped`](TokenBudgetStore::settle_capped) takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Correction {
+    /// The buckets the call drew on.
+    pub budget: TokenBudget,
+    /// Tokens it reserved.
+    pub reserved: u64,
+    /// Tokens it used.
+    pub used: u64,
+    /// Each cap it reserved from, with what it used.
+    pub caps: Vec<CapCharge>,
+}
+
 /// Where token allowances live. Both calls are atomic over every bucket a budget names.
 pub trait TokenBudgetStore: Send + Sync + 'static {
     /// Takes `tokens` from every limited bucket of `budget`, or from none when one cannot
@@ -244,6 +259,42 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
         }
         self.settle(budget, reserved, used)
     }
+
+    /// Settles `corrections` (earlier calls of `budget`'s org), then reserves as
+    /// [`reserve_capped`](TokenBudgetStore::reserve_capped), in one atomic step where the store
+    /// can: a service that holds its settlements until the org's next reservation pays one
+    /// round trip for both. A settlement that fails does not stop the reservation.
+    fn reserve_correcting(
+        &self,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        let settled = self.correct(corrections);
+        let reserve = self.reserve_capped(budget, tokens, caps);
+        Box::pin(async move {
+            // Settled alone, as each settlement would have been.
+            let _ = settled.await;
+            reserve.await
+        })
+    }
+
+    /// Settles `corrections`, those of one org in one step where the store can.
+    fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
+        let settles: Vec<_> = (corrections.into_iter())
+            .map(|c| self.settle_capped(c.budget, c.reserved, c.used, c.caps))
+            .collect();
+        Box::pin(async move {
+            let mut outcome = Ok(());
+            for settle in settles {
+                if let Err(error) = settle.await {
+                    outcome = Err(error);
+                }
+            }
+            outcome
+        })
+    }
 }
 
 /// The answer of a store that keeps no spend caps when asked for one.
@@ -279,6 +330,20 @@ impl<S: TokenBudgetStore + ?Sized> TokenBudgetStore for Arc<S> {
         caps: Vec<CapCharge>,
     ) -> StoreFuture<TokenDecision> {
         (**self).settle_capped(budget, reserved, used, caps)
+    }
+
+    fn reserve_correcting(
+        &self,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        (**self).reserve_correcting(corrections, budget, tokens, caps)
+    }
+
+    fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
+        (**self).correct(corrections)
     }
 }
 

@@ -1,132 +1,175 @@
 //! [`TokenBudgetStore`] in Redis: one script per reservation or settlement, over the org's
-//! bucket and the token's, which share the org's hash tag and so one slot of a cluster.
+//! bucket and the token's, which share the org's hash tag and so one slot of a cluster; a
+//! reservation carries the org's settlements that were held for it.
 
 use std::sync::{Arc, LazyLock};
 
 use redis::Script;
+use uuid::Uuid;
 
 use super::caps::{CapCharge, CapState, SpendCap};
 use super::redis::STORED_TAT;
 use super::tokens::{
-    Bucket, CappedDecision, Op, TokenBudget, TokenBudgetStore, TokenDecision, apply,
+    Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, apply,
 };
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
-/// The decision of `tokens::apply`, on the Redis clock, and the spend caps beside it.
+/// Settlements, then a reservation (of nothing, to settle alone), on the Redis clock: the
+/// decision of `tokens::apply` and the spend caps beside it, in one atomic step.
 ///
-/// KEYS: the limited buckets (the org's, then the token's; none, one or both), then one
-/// counter per cap. ARGV: the mode (`r` a reservation, `s` a reservation seeding missing
-/// counters, `x` a settlement), how many bucket keys, the tokens (or reserved), for a
-/// settlement the used tokens, each bucket's limit, then per cap: for `r` its limit and
-/// amount, for `s` also its TTL in seconds and seed, for `x` its correction. Returns `-1` and
-/// the missing caps' indexes (from 0) when a counter is missing in mode `r`; otherwise
-/// whether the reservation was taken (1) or not (0), each cap's counter before it (a
-/// reservation only), and per bucket how far its TAT was ahead of now before the call, in
-/// nanoseconds: `tokens::apply` derives every figure of the decision from those, as the
-/// memory store does.
+/// KEYS: the buckets (those the reservation draws on, the org's then the token's, then those
+/// only corrected), then one counter per cap (those the reservation draws on, then those only
+/// corrected). ARGV: the mode (`r`, or `s` to seed missing counters), how many bucket keys,
+/// the tokens to reserve; per bucket its limit (0: only corrected) and its correction in µs;
+/// per cap its limit (`-1`: only corrected), its correction and the correction plus the amount
+/// to reserve (what `INCRBY` adds when the reservation is taken), and in mode `s` its TTL in
+/// seconds and seed. Returns `-1` and the missing caps' indexes (from 0) when a counter is
+/// missing without a seed (the corrections are still made); otherwise whether the reservation
+/// was taken (1) or not (0), each cap's counter before it, and per bucket how far its TAT was
+/// ahead of now before it, in nanoseconds: `tokens::apply` derives every figure of the
+/// decision from those, as the memory store does.
+///
+/// A correction is made as a settlement alone makes it, whatever the reservation's fate: a
+/// bucket moves by it (never beyond one window either way), a counter too (never below zero),
+/// and a counter that is missing or at zero is left missing, for the next reservation to
+/// rebuild it from the ledger. A cap both corrected and reserved is written once.
 ///
 /// Each argument, each reply value, each `redis.call` and each number crossing between a
 /// string and Lua costs more inside Redis than the arithmetic, so a bucket or a figure that
-/// does not apply is not sent, values that only pass through (a seed, an amount, a correction)
-/// go to Redis as the strings they came as, the buckets' `TIME` is read only when a bucket is
-/// limited, a TAT is stored as the 8 bytes of a double with a literal TTL of a minute (a TAT
-/// is never further ahead than that), and a settlement corrects a counter with one `INCRBY`:
-/// a counter that answers with exactly the correction was missing (or at zero), and is
-/// deleted, for the next reservation to rebuild it from the ledger.
+/// does not apply is not sent, values that only pass through (a seed, a correction, what a
+/// taken reservation adds) go to Redis as the strings they came as, the buckets' `TIME` is
+/// read only when there is a bucket,
+/// and a TAT is stored as the 8 bytes of a double with a literal TTL of a minute (a TAT is
+/// never further ahead than that).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
-local mode = ARGV[1]
 local nb = tonumber(ARGV[2])
-local settle = mode == 'x'
-local at = 3 + nb
-if settle then at = at + 1 end
+local stride = 3
+if ARGV[1] == 's' then stride = 5 end
+local c0 = 3 + 2 * nb
 local ncaps = #KEYS - nb
 local out = {1}
-if settle then
-  for j = 1, ncaps do
-    local delta = ARGV[at + j]
-    if delta ~= '0' then
-      local key = KEYS[nb + j]
-      local v = redis.call('INCRBY', key, delta)
-      if v == tonumber(delta) then
-        redis.call('DEL', key)
-      elseif v < 0 then
-        redis.call('SET', key, '0', 'KEEPTTL')
-      end
+local had = {}
+local odd
+local missing
+for j = 1, ncaps do
+  local f = c0 + stride * (j - 1)
+  local key = KEYS[nb + j]
+  local corr = ARGV[f + 2]
+  if ARGV[f + 1] == '-1' then
+    local v = redis.call('INCRBY', key, corr)
+    if v == tonumber(corr) then
+      redis.call('DEL', key)
+    elseif v < 0 then
+      redis.call('SET', key, '0', 'KEEPTTL')
     end
-  end
-elseif ncaps > 0 then
-  local stride = 2
-  if mode == 's' then stride = 4 end
-  local missing
-  for j = 1, ncaps do
-    local f = at + stride * (j - 1)
-    local v = redis.call('GET', KEYS[nb + j])
+  else
+    local c = 0
+    if corr ~= '0' then c = tonumber(corr) end
+    local v = redis.call('GET', key)
     if v then
       v = tonumber(v)
-    elseif stride == 4 and ARGV[f + 4] ~= '-1' then
-      redis.call('SETEX', KEYS[nb + j], ARGV[f + 3], ARGV[f + 4])
-      v = tonumber(ARGV[f + 4])
+      if v == 0 and c ~= 0 then
+        redis.call('DEL', key)
+        v = nil
+      end
+    end
+    local base = v
+    if v then
+      base = v + c
+      if base < 0 then
+        base = 0
+        odd = odd or {}
+        odd[j] = base
+      end
+    elseif stride == 5 and ARGV[f + 5] ~= '-1' then
+      redis.call('SETEX', key, ARGV[f + 4], ARGV[f + 5])
+      v = tonumber(ARGV[f + 5])
+      base = v
+      if c ~= 0 then
+        odd = odd or {}
+        odd[j] = base
+      end
     else
       missing = missing or {-1}
       missing[#missing + 1] = j - 1
     end
     if v then
-      if v + tonumber(ARGV[f + 2]) > tonumber(ARGV[f + 1]) then out[1] = 0 end
-      out[#out + 1] = v
+      had[j] = v
+      if base + tonumber(ARGV[f + 3]) - c > tonumber(ARGV[f + 1]) then out[1] = 0 end
+      out[#out + 1] = base
     end
   end
-  if missing then return missing end
 end
+if missing then out[1] = 0 end
+local now, bases, news
 if nb > 0 then
+  bases, news = {}, {}
   local t = redis.call('TIME')
-  local now = t[1] * 1000000 + t[2]
+  now = t[1] * 1000000 + t[2]
   local a = tonumber(ARGV[3])
   local first = #out
-  local news = {}
   for i = 1, nb do
-    local limit = tonumber(ARGV[at - nb + i])
+    local limit = tonumber(ARGV[2 + 2 * i])
     local tat = stored(redis.call('GET', KEYS[i])) or now
     if tat < now then tat = now end
-    local take = a
-    if take > limit then take = limit end
-    local new
-    if settle then
-      new = tat + (tonumber(ARGV[4]) - take) * 60000000 / limit
-      if new > now + 60000000 then new = now + 60000000 end
-    else
-      new = tat + take * 60000000 / limit
+    local base = tat + tonumber(ARGV[3 + 2 * i])
+    if base > now + 60000000 then base = now + 60000000 end
+    if base < now then base = now end
+    bases[i] = base
+    if limit > 0 then
+      local take = a
+      if take > limit then take = limit end
+      local new = base + take * 60000000 / limit
       if new > now + 60000000 then out[1] = 0 end
+      news[i] = new
+      out[first + i] = (base - now) * 1000
     end
-    news[i] = new
-    out[first + i] = (tat - now) * 1000
   end
-  if out[1] == 1 then
-    for i = 1, nb do
-      if news[i] > now then
-        store(KEYS[i], news[i])
-      else
-        redis.call('DEL', KEYS[i])
+end
+local taken = out[1] == 1
+for i = 1, nb do
+  local new
+  if taken and news[i] then
+    new = news[i]
+  elseif ARGV[3 + 2 * i] ~= '0' then
+    new = bases[i]
+  end
+  if new then
+    if new > now then
+      store(KEYS[i], new)
+    else
+      redis.call('DEL', KEYS[i])
+    end
+  end
+end
+for j = 1, ncaps do
+  local v = had[j]
+  if v then
+    local f = c0 + stride * (j - 1)
+    local by = ARGV[f + 2]
+    if taken then by = ARGV[f + 3] end
+    if odd and odd[j] then
+      local final = odd[j]
+      if taken then
+        final = final + tonumber(ARGV[f + 3])
+        if ARGV[f + 2] ~= '0' then final = final - tonumber(ARGV[f + 2]) end
       end
+      by = final - v
     end
+    if by ~= '0' and by ~= 0 then redis.call('INCRBY', KEYS[nb + j], by) end
   end
 end
-if out[1] == 1 and not settle then
-  for j = 1, ncaps do
-    local amount = ARGV[at + 2 * j]
-    if mode == 's' then amount = ARGV[at + 4 * j - 2] end
-    if amount ~= '0' then redis.call('INCRBY', KEYS[nb + j], amount) end
-  end
-end
+if missing then return missing end
 return out
 ";
     Script::new(&[STORED_TAT, script].concat())
 });
 
 /// Token allowances in Redis, shared by every replica: one round trip per reservation and
-/// per settlement. Keys: `{prefix}svc:{<org_id>}:tpm` for the org and
-/// `{prefix}svc:{<org_id>}:tpm:<token_id>` for a token, each expiring a minute after its
-/// last write (by then its bucket is full again).
+/// per settlement, or per reservation alone when it carries its org's settlements. Keys:
+/// `{prefix}svc:{<org_id>}:tpm` for the org and `{prefix}svc:{<org_id>}:tpm:<token_id>` for a
+/// token, each expiring a minute after its last write (by then its bucket is full again).
 #[derive(Debug, Clone)]
 pub struct RedisTokenBudgetStore {
     pool: RedisPool,
@@ -142,25 +185,14 @@ impl RedisTokenBudgetStore {
         }
     }
 
-    fn run(&self, budget: TokenBudget, op: Op) -> StoreFuture<TokenDecision> {
-        if !budget.is_limited() {
-            return Box::pin(std::future::ready(Ok(budget.unmetered())));
-        }
-        let run = self.run_capped(budget, op, Vec::new());
-        Box::pin(async move {
-            match run.await? {
-                CappedDecision::Counted { tokens, .. } => Ok(tokens),
-                CappedDecision::Missing(_) => Err(unexpected()),
-            }
-        })
-    }
-
-    /// One script over the limited buckets and `caps`: for a reservation each cap's limit and
-    /// amount, and its TTL and seed too when `seeding`; for a settlement its correction.
-    fn run_capped(
+    /// One script: `owed` (corrections of `budget`'s org), then a reservation of `tokens` from
+    /// `budget`'s limited buckets and from `caps` (each cap's limit and amount, and its TTL and
+    /// seed too when one is seeding).
+    fn run(
         &self,
+        mut owed: Owed,
         budget: TokenBudget,
-        op: Op,
+        tokens: u64,
         caps: Vec<(String, Figures)>,
     ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
@@ -169,60 +201,112 @@ impl RedisTokenBudgetStore {
             .iter()
             .any(|(_, f)| matches!(f, Figures::Seeding { .. }));
         let mut invocation = SCRIPT.prepare_invoke();
-        let mode = match op {
-            Op::Reserve(_) if seeding => "s",
-            Op::Reserve(_) => "r",
-            Op::Settle { .. } => "x",
-        };
-        let limited = [budget.org_limit, budget.token_limit];
-        invocation.arg(mode).arg(limited.iter().flatten().count());
-        match op {
-            Op::Reserve(tokens) => invocation.arg(tokens),
-            Op::Settle { reserved, used } => invocation.arg(reserved).arg(used),
-        };
-        if let Some(limit) = budget.org_limit {
-            invocation.key(key("tpm")).arg(limit);
+        let reserved = [
+            (budget.org_limit, "tpm".to_owned()),
+            (budget.token_limit, format!("tpm:{}", budget.token_id)),
+        ];
+        let reserved: Vec<(u64, String)> = (reserved.into_iter())
+            .filter_map(|(limit, suffix)| Some((limit?, suffix)))
+            .collect();
+        let reserved: Vec<(u64, String, i64)> = (reserved.into_iter())
+            .map(|(limit, suffix)| {
+                let correction = owed.take_bucket(&suffix);
+                (limit, suffix, correction)
+            })
+            .collect();
+        // A bucket only corrected, by less than a µs, is not worth a write.
+        let corrected: Vec<(String, i64)> = (owed.buckets.drain(..))
+            .map(|(suffix, moved)| (suffix, micros(moved)))
+            .filter(|(_, correction)| *correction != 0)
+            .collect();
+        invocation
+            .arg(if seeding { "s" } else { "r" })
+            .arg(reserved.len() + corrected.len())
+            .arg(tokens);
+        let mut limits = Vec::with_capacity(reserved.len());
+        for (limit, suffix, correction) in reserved {
+            invocation.key(key(&suffix)).arg(limit).arg(correction);
+            limits.push(limit);
         }
-        if let Some(limit) = budget.token_limit {
-            invocation
-                .key(key(&format!("tpm:{}", budget.token_id)))
-                .arg(limit);
+        for (suffix, correction) in corrected {
+            invocation.key(key(&suffix)).arg(0).arg(correction);
         }
         let counted = caps.len();
         let mut sent = Vec::with_capacity(counted);
         for (name, figures) in caps {
+            let correction = owed.take_cap(&name);
             invocation.key(key(&format!("cap:{name}")));
+            let (limit, amount) = figures.taking();
+            invocation
+                .arg(limit)
+                .arg(correction)
+                .arg(amount.saturating_add(correction));
             match figures {
-                Figures::Taking { limit, amount } => {
-                    invocation.arg(limit).arg(amount);
-                    if seeding {
-                        invocation.arg(1).arg(-1);
-                    }
-                    sent.push((limit, amount));
-                }
-                Figures::Seeding {
-                    limit,
-                    amount,
-                    ttl_secs,
-                    seed,
-                } => {
-                    invocation.arg(limit).arg(amount).arg(ttl_secs).arg(seed);
-                    sent.push((limit, amount));
-                }
-                Figures::Correcting(correction) => {
-                    invocation.arg(correction);
-                }
+                Figures::Seeding { ttl_secs, seed, .. } => invocation.arg(ttl_secs).arg(seed),
+                Figures::Taking { .. } if seeding => invocation.arg(1).arg(-1),
+                Figures::Taking { .. } => &mut invocation,
+            };
+            sent.push((limit, amount));
+        }
+        for (name, correction) in owed.caps {
+            invocation.key(key(&format!("cap:{name}")));
+            invocation.arg(-1).arg(correction).arg(0);
+            if seeding {
+                invocation.arg(1).arg(-1);
             }
         }
-        let limits: Vec<u64> = limited.into_iter().flatten().collect();
         Box::pin(async move {
             let reply: Vec<i64> = pool.invoke(&invocation).await?;
-            decode(&reply, budget, op, &limits, &sent, counted)
+            decode(&reply, budget, tokens, &limits, &sent, counted)
         })
+    }
+
+    /// The tokens' decision of a step that counts no caps.
+    fn run_tokens(
+        &self,
+        owed: Owed,
+        budget: TokenBudget,
+        tokens: u64,
+    ) -> StoreFuture<TokenDecision> {
+        let run = self.run(owed, budget, tokens, Vec::new());
+        Box::pin(async move {
+            match run.await? {
+                CappedDecision::Counted { tokens, .. } => Ok(tokens),
+                CappedDecision::Missing(_) => Err(unexpected()),
+            }
+        })
+    }
+
+    /// `corrections` in one script per org.
+    fn correct_by_org(&self, corrections: Vec<Correction>) -> Vec<StoreFuture<CappedDecision>> {
+        let mut by_org: Vec<(Uuid, Owed)> = Vec::new();
+        for correction in &corrections {
+            let org = correction.budget.org_id;
+            let at = match by_org.iter().position(|(o, _)| *o == org) {
+                Some(at) => at,
+                None => {
+                    by_org.push((org, Owed::default()));
+                    by_org.len() - 1
+                }
+            };
+            by_org[at].1.add(correction);
+        }
+        (by_org.into_iter())
+            .filter(|(_, owed)| !owed.is_empty())
+            .map(|(org, owed)| {
+                let nothing = TokenBudget {
+                    org_id: org,
+                    org_limit: None,
+                    token_id: Uuid::nil(),
+                    token_limit: None,
+                };
+                self.run(owed, nothing, 0, Vec::new())
+            })
+            .collect()
     }
 }
 
-/// What one cap sends to the script.
+/// What one cap sends to the script for a reservation.
 #[derive(Debug, Clone, Copy)]
 enum Figures {
     /// A reservation of `amount` under `limit`.
@@ -234,8 +318,91 @@ enum Figures {
         ttl_secs: i64,
         seed: i64,
     },
-    /// A settlement's correction of the counter.
-    Correcting(i64),
+}
+
+impl Figures {
+    /// The limit and the amount.
+    fn taking(&self) -> (i64, i64) {
+        match *self {
+            Figures::Taking { limit, amount } | Figures::Seeding { limit, amount, .. } => {
+                (limit, amount)
+            }
+        }
+    }
+}
+
+/// Settlements of one org, summed per key: what they move each bucket by (µs) and each
+/// counter by.
+#[derive(Debug, Default)]
+struct Owed {
+    buckets: Vec<(String, f64)>,
+    caps: Vec<(String, i64)>,
+}
+
+impl Owed {
+    fn of(corrections: &[Correction]) -> Owed {
+        let mut owed = Owed::default();
+        for correction in corrections {
+            owed.add(correction);
+        }
+        owed
+    }
+
+    /// Adds one call's settlement: a bucket moves by `used - reserved` tokens (a call larger
+    /// than the limit was charged the limit) at its interval, a counter by `used - reserved`.
+    fn add(&mut self, correction: &Correction) {
+        let Correction {
+            budget,
+            reserved,
+            used,
+            caps,
+        } = correction;
+        let buckets = [
+            (budget.org_limit, "tpm".to_owned()),
+            (budget.token_limit, format!("tpm:{}", budget.token_id)),
+        ];
+        for (limit, suffix) in buckets {
+            let Some(limit) = limit.filter(|l| *l > 0) else {
+                continue;
+            };
+            let charged = (*reserved).min(limit) as f64;
+            let moved = (*used as f64 - charged) * 60_000_000.0 / limit as f64;
+            add_to(&mut self.buckets, suffix, moved);
+        }
+        for charge in caps {
+            let moved = figure(charge.used).saturating_sub(figure(charge.reserved));
+            add_to(&mut self.caps, charge.name.clone(), moved);
+        }
+        self.caps.retain(|(_, moved)| *moved != 0);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.caps.is_empty() && self.buckets.iter().all(|(_, moved)| micros(*moved) == 0)
+    }
+
+    /// The correction owed to bucket `suffix`, in whole µs, taken out.
+    fn take_bucket(&mut self, suffix: &str) -> i64 {
+        let at = self.buckets.iter().position(|(s, _)| s == suffix);
+        at.map_or(0, |at| micros(self.buckets.swap_remove(at).1))
+    }
+
+    /// The correction owed to cap `name`, taken out.
+    fn take_cap(&mut self, name: &str) -> i64 {
+        let at = self.caps.iter().position(|(n, _)| n == name);
+        at.map_or(0, |at| self.caps.swap_remove(at).1)
+    }
+}
+
+fn add_to<T: std::ops::AddAssign>(sums: &mut Vec<(String, T)>, key: String, value: T) {
+    match sums.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, sum)) => *sum += value,
+        None => sums.push((key, value)),
+    }
+}
+
+/// A bucket's correction in whole µs, as the script adds it to a TAT.
+fn micros(moved: f64) -> i64 {
+    moved.round() as i64
 }
 
 /// A count as the script takes it.
@@ -247,12 +414,12 @@ fn unexpected() -> StoreError {
     StoreError::new("unexpected token budget script reply")
 }
 
-/// The script's reply to `op` over buckets of `limits` and caps `sent` (limit and amount of
-/// each, a reservation's) out of `counted`.
+/// The script's reply to a reservation of `tokens` from buckets of `limits` and caps `sent`
+/// (limit and amount of each) out of `counted`.
 fn decode(
     reply: &[i64],
     budget: TokenBudget,
-    op: Op,
+    tokens: u64,
     limits: &[u64],
     sent: &[(i64, i64)],
     counted: usize,
@@ -262,19 +429,14 @@ fn decode(
         let missing = missing.iter().map(|i| usize::try_from(*i).unwrap_or(0));
         return Ok(CappedDecision::Missing(missing.collect()));
     }
-    let counters = if matches!(op, Op::Reserve(_)) {
-        counted
-    } else {
-        0
-    };
     let [taken, rest @ ..] = reply else {
         return Err(unexpected());
     };
-    if rest.len() != counters + limits.len() {
+    if rest.len() != counted + limits.len() {
         return Err(unexpected());
     }
     let taken = *taken == 1;
-    let (counters, aheads) = rest.split_at(counters);
+    let (counters, aheads) = rest.split_at(counted);
     let tokens = if limits.is_empty() {
         budget.unmetered()
     } else {
@@ -287,7 +449,7 @@ fn decode(
                 tat: *ahead as f64 / 1_000.0,
             })
             .collect();
-        let (decision, _) = apply(&buckets, op, 0.0);
+        let (decision, _) = apply(&buckets, Op::Reserve(tokens), 0.0);
         if decision.allowed && !taken {
             // The buckets had room but a cap refused: nothing was taken from them.
             TokenDecision {
@@ -317,13 +479,37 @@ fn decode(
     Ok(CappedDecision::Counted { tokens, caps })
 }
 
+/// Each cap of a reservation as the script takes it.
+fn figures(caps: Vec<SpendCap>) -> Vec<(String, Figures)> {
+    caps.into_iter()
+        .map(|cap| {
+            let (limit, amount) = (figure(cap.limit), figure(cap.amount));
+            let figures = match cap.seed {
+                Some(seed) => Figures::Seeding {
+                    limit,
+                    amount,
+                    ttl_secs: figure(cap.ttl_secs.max(1)),
+                    seed: figure(seed),
+                },
+                None => Figures::Taking { limit, amount },
+            };
+            (cap.name, figures)
+        })
+        .collect()
+}
+
 impl TokenBudgetStore for RedisTokenBudgetStore {
     fn reserve(&self, budget: TokenBudget, tokens: u64) -> StoreFuture<TokenDecision> {
-        self.run(budget, Op::Reserve(tokens))
+        if !budget.is_limited() {
+            return Box::pin(std::future::ready(Ok(budget.unmetered())));
+        }
+        self.run_tokens(Owed::default(), budget, tokens)
     }
 
+    /// A reservation of nothing that carries the settlement: the decision is the buckets'
+    /// figures after it.
     fn settle(&self, budget: TokenBudget, reserved: u64, used: u64) -> StoreFuture<TokenDecision> {
-        self.run(budget, Op::Settle { reserved, used })
+        self.settle_capped(budget, reserved, used, Vec::new())
     }
 
     fn reserve_capped(
@@ -332,29 +518,7 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
         tokens: u64,
         caps: Vec<SpendCap>,
     ) -> StoreFuture<CappedDecision> {
-        if caps.is_empty() && !budget.is_limited() {
-            return Box::pin(std::future::ready(Ok(CappedDecision::Counted {
-                tokens: budget.unmetered(),
-                caps: Vec::new(),
-            })));
-        }
-        let caps = caps
-            .into_iter()
-            .map(|cap| {
-                let (limit, amount) = (figure(cap.limit), figure(cap.amount));
-                let figures = match cap.seed {
-                    Some(seed) => Figures::Seeding {
-                        limit,
-                        amount,
-                        ttl_secs: figure(cap.ttl_secs.max(1)),
-                        seed: figure(seed),
-                    },
-                    None => Figures::Taking { limit, amount },
-                };
-                (cap.name, figures)
-            })
-            .collect();
-        self.run_capped(budget, Op::Reserve(tokens), caps)
+        self.reserve_correcting(Vec::new(), budget, tokens, caps)
     }
 
     fn settle_capped(
@@ -364,22 +528,58 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
         used: u64,
         caps: Vec<CapCharge>,
     ) -> StoreFuture<TokenDecision> {
-        if caps.is_empty() {
-            return self.settle(budget, reserved, used);
+        let settled = Correction {
+            budget,
+            reserved,
+            used,
+            caps,
+        };
+        let owed = Owed::of(std::slice::from_ref(&settled));
+        if !budget.is_limited() && owed.is_empty() {
+            return Box::pin(std::future::ready(Ok(budget.unmetered())));
         }
-        let caps = caps
-            .into_iter()
-            .map(|cap| {
-                let correction = figure(cap.used).saturating_sub(figure(cap.reserved));
-                (cap.name, Figures::Correcting(correction))
-            })
-            .collect();
-        let run = self.run_capped(budget, Op::Settle { reserved, used }, caps);
+        self.run_tokens(owed, budget, 0)
+    }
+
+    /// The corrections of `budget`'s org ride in the reservation's script; any of another org
+    /// (whose keys live in another slot) are settled first, on their own.
+    fn reserve_correcting(
+        &self,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        let (own, others): (Vec<Correction>, Vec<Correction>) =
+            (corrections.into_iter()).partition(|c| c.budget.org_id == budget.org_id);
+        let owed = Owed::of(&own);
+        if caps.is_empty() && !budget.is_limited() && owed.is_empty() && others.is_empty() {
+            return Box::pin(std::future::ready(Ok(CappedDecision::Counted {
+                tokens: budget.unmetered(),
+                caps: Vec::new(),
+            })));
+        }
+        let others = self.correct_by_org(others);
+        let run = self.run(owed, budget, tokens, figures(caps));
         Box::pin(async move {
-            match run.await? {
-                CappedDecision::Counted { tokens, .. } => Ok(tokens),
-                CappedDecision::Missing(_) => Err(unexpected()),
+            for other in others {
+                // Settled alone, as each settlement would have been.
+                let _ = other.await;
             }
+            run.await
+        })
+    }
+
+    fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
+        let runs = self.correct_by_org(corrections);
+        Box::pin(async move {
+            let mut outcome = Ok(());
+            for run in runs {
+                if let Err(error) = run.await {
+                    outcome = Err(error);
+                }
+            }
+            outcome
         })
     }
 }
@@ -530,6 +730,145 @@ mod tests {
                 assert_eq!(exists == 1, limit.is_some(), "{suffix} of {budget:?}");
             }
         }
+    }
+
+    /// A reservation that carries the settlements before it decides as if they had been made
+    /// first, on their own: the in-memory store's figures, bucket by bucket, cap by cap.
+    #[tokio::test]
+    async fn a_reservation_carrying_settlements_counts_as_settling_first() {
+        use super::super::tokens::MemoryTokenBudgetStore;
+        let (store, _, _) = store();
+        let memory = MemoryTokenBudgetStore::new();
+        let same = |r: TokenDecision, m: TokenDecision| {
+            (r.allowed, r.limit) == (m.allowed, m.limit) && r.remaining.abs_diff(m.remaining) <= 1
+        };
+        for (org_limit, token_limit) in [(Some(1_000), None), (None, None), (Some(800), Some(300))]
+        {
+            let budget = TokenBudget {
+                org_id: Uuid::new_v4(),
+                org_limit,
+                token_id: Uuid::new_v4(),
+                token_limit,
+            };
+            // The caps' limit lets the third call through only once the first two settled.
+            let caps = |amount| vec![cap("c", 1_000, amount, Some(0)), cap("d", 900, 1, Some(0))];
+            let mut owed: Vec<Correction> = Vec::new();
+            for (reserve, used) in [(400, 50), (400, 400), (400, 10), (300, 0), (900, 900)] {
+                let in_redis = store
+                    .reserve_correcting(owed.clone(), budget, reserve, caps(reserve))
+                    .await
+                    .unwrap();
+                for settled in owed.drain(..) {
+                    let c = settled;
+                    memory
+                        .settle_capped(c.budget, c.reserved, c.used, c.caps)
+                        .await
+                        .unwrap();
+                }
+                let in_memory = memory
+                    .reserve_capped(budget, reserve, caps(reserve))
+                    .await
+                    .unwrap();
+                let (
+                    CappedDecision::Counted {
+                        tokens: r,
+                        caps: rc,
+                    },
+                    CappedDecision::Counted {
+                        tokens: m,
+                        caps: mc,
+                    },
+                ) = (&in_redis, &in_memory)
+                else {
+                    panic!("both counted: {in_redis:?} {in_memory:?}")
+                };
+                assert!(same(*r, *m), "{budget:?} reserving {reserve}: {r:?} {m:?}");
+                assert_eq!(rc, mc, "{budget:?} reserving {reserve}");
+                if in_redis.allowed() {
+                    owed.push(Correction {
+                        budget,
+                        reserved: reserve,
+                        used,
+                        caps: ["c", "d"]
+                            .map(|name| CapCharge {
+                                name: name.to_owned(),
+                                reserved: if name == "c" { reserve } else { 1 },
+                                used,
+                            })
+                            .to_vec(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Settlements land whatever the reservation they ride with decides: refused by a cap, or
+    /// stopped by a missing counter; several of one org sum, those of another org land too.
+    #[tokio::test]
+    async fn the_settlements_a_reservation_carries_land_whatever_it_decides() {
+        let (store, pool, prefix) = store();
+        let (org, other) = (Uuid::new_v4(), Uuid::new_v4());
+        let budget = TokenBudget::org(org, 1_000_000);
+        let key = |org: Uuid, name: &str| format!("{prefix}svc:{{{org}}}:cap:{name}");
+        let settled = |org: Uuid, name: &str, reserved, used| Correction {
+            budget: TokenBudget::org(org, 1_000_000),
+            reserved: 10,
+            used: 10,
+            caps: vec![CapCharge {
+                name: name.to_owned(),
+                reserved,
+                used,
+            }],
+        };
+        for (org, name) in [(org, "a"), (org, "b"), (other, "a")] {
+            let seeded = vec![cap(name, 100, 100, Some(0))];
+            let taken = store.reserve_capped(TokenBudget::org(org, 1_000_000), 10, seeded);
+            assert!(taken.await.unwrap().allowed());
+        }
+        // Refused: `a` is full; its two settlements give back 30 and 20, and `b`'s 90, the
+        // other org's 100.
+        let refused = store
+            .reserve_correcting(
+                vec![
+                    settled(org, "a", 100, 70),
+                    settled(org, "a", 100, 80),
+                    settled(org, "b", 100, 10),
+                    settled(other, "a", 100, 0),
+                ],
+                budget,
+                10,
+                vec![cap("a", 100, 60, None)],
+            )
+            .await
+            .unwrap();
+        assert!(!refused.allowed(), "{refused:?}");
+        let CappedDecision::Counted { caps, .. } = refused else {
+            panic!("counted")
+        };
+        assert_eq!(caps[0].spent, 50, "settled first: {caps:?}");
+        assert_eq!(counter(&pool, &key(org, "a")).await, Some(50));
+        assert_eq!(counter(&pool, &key(org, "b")).await, Some(10));
+        assert_eq!(counter(&pool, &key(other, "a")).await, Some(0));
+        // Stopped by a missing counter: `b`'s settlement still lands.
+        let missing = store
+            .reserve_correcting(
+                vec![settled(org, "b", 10, 15)],
+                budget,
+                10,
+                vec![cap("gone", 100, 1, None)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(missing, CappedDecision::Missing(vec![0]));
+        assert_eq!(counter(&pool, &key(org, "b")).await, Some(15));
+        // Settlements alone, of two orgs at once.
+        store
+            .correct(vec![settled(org, "a", 50, 0), settled(other, "a", 0, 7)])
+            .await
+            .unwrap();
+        assert_eq!(counter(&pool, &key(org, "a")).await, Some(0));
+        // A counter at zero that a call adds to is left for the ledger to rebuild.
+        assert_eq!(counter(&pool, &key(other, "a")).await, None);
     }
 
     /// The budget counter at `key`; `None` when there is none.
