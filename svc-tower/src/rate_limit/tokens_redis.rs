@@ -20,7 +20,8 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// KEYS: the buckets (those the reservation draws on, the org's then the token's, then those
 /// only corrected), then one counter per cap (those the reservation draws on, then those only
 /// corrected). ARGV: the mode (`r`, or `s` to seed missing counters), how many bucket keys,
-/// the tokens to reserve; per bucket its limit (0: only corrected) and its correction in µs;
+/// and when there are any the tokens to reserve and per bucket its limit (0: only corrected)
+/// and its correction in µs;
 /// per cap its limit (`-1`: only corrected), its correction and the correction plus the amount
 /// to reserve (what `INCRBY` adds when the reservation is taken), and in mode `s` its TTL in
 /// seconds and seed. Returns `-1` and the missing caps' indexes (from 0) when a counter is
@@ -46,7 +47,8 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
 local nb = tonumber(ARGV[2])
 local stride = 3
 if ARGV[1] == 's' then stride = 5 end
-local c0 = 3 + 2 * nb
+local c0 = 2
+if nb > 0 then c0 = 3 + 2 * nb end
 local ncaps = #KEYS - nb
 local out = {1}
 local had = {}
@@ -219,10 +221,11 @@ impl RedisTokenBudgetStore {
             .map(|(suffix, moved)| (suffix, micros(moved)))
             .filter(|(_, correction)| *correction != 0)
             .collect();
-        invocation
-            .arg(if seeding { "s" } else { "r" })
-            .arg(reserved.len() + corrected.len())
-            .arg(tokens);
+        let buckets = reserved.len() + corrected.len();
+        invocation.arg(if seeding { "s" } else { "r" }).arg(buckets);
+        if buckets > 0 {
+            invocation.arg(tokens);
+        }
         let mut limits = Vec::with_capacity(reserved.len());
         for (limit, suffix, correction) in reserved {
             invocation.key(key(&suffix)).arg(limit).arg(correction);
