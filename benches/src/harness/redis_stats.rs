@@ -58,10 +58,11 @@ impl CommandStats {
         )
     }
 
-    /// `total (name n, x µs each; ...)` per request.
+    /// `total (name n, x µs each; ...), y µs in all` per request.
     pub fn per_request(&self, requests: usize) -> String {
         let per = |n: u64| n as f64 / requests.max(1) as f64;
         let total: u64 = self.0.values().map(|(calls, _)| calls).sum();
+        let usec: u64 = self.0.values().map(|(_, usec)| usec).sum();
         let mut rows: Vec<_> = self.0.iter().collect();
         rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
         let parts: Vec<String> = rows
@@ -74,7 +75,12 @@ impl CommandStats {
                 )
             })
             .collect();
-        format!("{:.2} ({})", per(total), parts.join("; "))
+        format!(
+            "{:.2} ({}), {:.1} µs in all",
+            per(total),
+            parts.join("; "),
+            per(usec)
+        )
     }
 }
 
@@ -93,7 +99,7 @@ mod tests {
         let phase = before.until(&after);
         assert_eq!(
             phase.per_request(2000),
-            "1.00 (evalsha 1.00, 34.0 µs each; get 0.00, 1.0 µs each)"
+            "1.00 (evalsha 1.00, 34.0 µs each; get 0.00, 1.0 µs each), 34.0 µs in all"
         );
     }
 }
