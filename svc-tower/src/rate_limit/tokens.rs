@@ -282,19 +282,26 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
 
     /// Settles `corrections`, those of one org in one step where the store can.
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
-        let settles: Vec<_> = (corrections.into_iter())
-            .map(|c| self.settle_capped(c.budget, c.reserved, c.used, c.caps))
-            .collect();
-        Box::pin(async move {
-            let mut outcome = Ok(());
-            for settle in settles {
-                if let Err(error) = settle.await {
-                    outcome = Err(error);
-                }
-            }
-            outcome
-        })
+        in_order(
+            (corrections.into_iter())
+                .map(|c| self.settle_capped(c.budget, c.reserved, c.used, c.caps))
+                .collect(),
+        )
     }
+}
+
+/// Runs `steps` one after the other, each whatever the one before answered; fails with the
+/// last error, if any.
+pub(crate) fn in_order<T: Send + 'static>(steps: Vec<StoreFuture<T>>) -> StoreFuture<()> {
+    Box::pin(async move {
+        let mut outcome = Ok(());
+        for step in steps {
+            if let Err(error) = step.await {
+                outcome = Err(error);
+            }
+        }
+        outcome
+    })
 }
 
 /// The answer of a store that keeps no spend caps when asked for one.

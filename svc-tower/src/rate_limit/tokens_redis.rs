@@ -11,6 +11,7 @@ use super::caps::{CapCharge, CapState, SpendCap};
 use super::redis::STORED_TAT;
 use super::tokens::{
     Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, apply,
+    in_order,
 };
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
@@ -203,14 +204,7 @@ impl RedisTokenBudgetStore {
             .iter()
             .any(|(_, f)| matches!(f, Figures::Seeding { .. }));
         let mut invocation = SCRIPT.prepare_invoke();
-        let reserved = [
-            (budget.org_limit, "tpm".to_owned()),
-            (budget.token_limit, format!("tpm:{}", budget.token_id)),
-        ];
-        let reserved: Vec<(u64, String)> = (reserved.into_iter())
-            .filter_map(|(limit, suffix)| Some((limit?, suffix)))
-            .collect();
-        let reserved: Vec<(u64, String, i64)> = (reserved.into_iter())
+        let reserved: Vec<(u64, String, i64)> = (limited_buckets(&budget).into_iter())
             .map(|(limit, suffix)| {
                 let correction = owed.take_bucket(&suffix);
                 (limit, suffix, correction)
@@ -360,14 +354,10 @@ impl Owed {
             used,
             caps,
         } = correction;
-        let buckets = [
-            (budget.org_limit, "tpm".to_owned()),
-            (budget.token_limit, format!("tpm:{}", budget.token_id)),
-        ];
-        for (limit, suffix) in buckets {
-            let Some(limit) = limit.filter(|l| *l > 0) else {
+        for (limit, suffix) in limited_buckets(budget) {
+            if limit == 0 {
                 continue;
-            };
+            }
             let charged = (*reserved).min(limit) as f64;
             let moved = (*used as f64 - charged) * 60_000_000.0 / limit as f64;
             add_to(&mut self.buckets, suffix, moved);
@@ -394,6 +384,13 @@ impl Owed {
         let at = self.caps.iter().position(|(n, _)| n == name);
         at.map_or(0, |at| self.caps.swap_remove(at).1)
     }
+}
+
+/// The limit and key suffix of each bucket `budget` draws on: the org's, then the token's.
+fn limited_buckets(budget: &TokenBudget) -> Vec<(u64, String)> {
+    let org = budget.org_limit.map(|limit| (limit, "tpm".to_owned()));
+    let token = (budget.token_limit).map(|limit| (limit, format!("tpm:{}", budget.token_id)));
+    org.into_iter().chain(token).collect()
 }
 
 fn add_to<T: std::ops::AddAssign>(sums: &mut Vec<(String, T)>, key: String, value: T) {
@@ -562,28 +559,17 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
                 caps: Vec::new(),
             })));
         }
-        let others = self.correct_by_org(others);
+        let others = self.correct(others);
         let run = self.run(owed, budget, tokens, figures(caps));
         Box::pin(async move {
-            for other in others {
-                // Settled alone, as each settlement would have been.
-                let _ = other.await;
-            }
+            // Settled alone, as each settlement would have been.
+            let _ = others.await;
             run.await
         })
     }
 
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
-        let runs = self.correct_by_org(corrections);
-        Box::pin(async move {
-            let mut outcome = Ok(());
-            for run in runs {
-                if let Err(error) = run.await {
-                    outcome = Err(error);
-                }
-            }
-            outcome
-        })
+        in_order(self.correct_by_org(corrections))
     }
 }
 
@@ -664,10 +650,6 @@ mod tests {
         use super::super::tokens::MemoryTokenBudgetStore;
         let (store, pool, prefix) = store();
         let memory = MemoryTokenBudgetStore::new();
-        // The remaining tokens refill by each store's clock between the two calls: within one.
-        let same = |r: TokenDecision, m: TokenDecision| {
-            (r.allowed, r.limit) == (m.allowed, m.limit) && r.remaining.abs_diff(m.remaining) <= 1
-        };
         for (org_limit, token_limit) in [
             (Some(1_000), None),
             (None, Some(500)),
@@ -687,22 +669,12 @@ mod tests {
                     .reserve_capped(budget, reserve, caps())
                     .await
                     .unwrap();
-                let (
-                    CappedDecision::Counted {
-                        tokens: r,
-                        caps: rc,
-                    },
-                    CappedDecision::Counted {
-                        tokens: m,
-                        caps: mc,
-                    },
-                ) = (in_redis, in_memory)
-                else {
-                    panic!("both counted")
-                };
-                assert!(same(r, m), "{budget:?} reserving {reserve}: {r:?} {m:?}");
-                assert_eq!(rc, mc, "{budget:?} reserving {reserve}");
-                if r.allowed {
+                assert_alike(
+                    &in_redis,
+                    &in_memory,
+                    &format!("{budget:?} reserving {reserve}"),
+                );
+                if in_redis.allowed() {
                     let charge = || {
                         vec![CapCharge {
                             name: "c".to_owned(),
@@ -742,9 +714,6 @@ mod tests {
         use super::super::tokens::MemoryTokenBudgetStore;
         let (store, _, _) = store();
         let memory = MemoryTokenBudgetStore::new();
-        let same = |r: TokenDecision, m: TokenDecision| {
-            (r.allowed, r.limit) == (m.allowed, m.limit) && r.remaining.abs_diff(m.remaining) <= 1
-        };
         for (org_limit, token_limit) in [(Some(1_000), None), (None, None), (Some(800), Some(300))]
         {
             let budget = TokenBudget {
@@ -761,8 +730,7 @@ mod tests {
                     .reserve_correcting(owed.clone(), budget, reserve, caps(reserve))
                     .await
                     .unwrap();
-                for settled in owed.drain(..) {
-                    let c = settled;
+                for c in owed.drain(..) {
                     memory
                         .settle_capped(c.budget, c.reserved, c.used, c.caps)
                         .await
@@ -772,21 +740,11 @@ mod tests {
                     .reserve_capped(budget, reserve, caps(reserve))
                     .await
                     .unwrap();
-                let (
-                    CappedDecision::Counted {
-                        tokens: r,
-                        caps: rc,
-                    },
-                    CappedDecision::Counted {
-                        tokens: m,
-                        caps: mc,
-                    },
-                ) = (&in_redis, &in_memory)
-                else {
-                    panic!("both counted: {in_redis:?} {in_memory:?}")
-                };
-                assert!(same(*r, *m), "{budget:?} reserving {reserve}: {r:?} {m:?}");
-                assert_eq!(rc, mc, "{budget:?} reserving {reserve}");
+                assert_alike(
+                    &in_redis,
+                    &in_memory,
+                    &format!("{budget:?} reserving {reserve}"),
+                );
                 if in_redis.allowed() {
                     owed.push(Correction {
                         budget,
@@ -872,6 +830,32 @@ mod tests {
         assert_eq!(counter(&pool, &key(org, "a")).await, Some(0));
         // A counter at zero that a call adds to is left for the ledger to rebuild.
         assert_eq!(counter(&pool, &key(other, "a")).await, None);
+    }
+
+    /// Whether two token decisions agree; the remaining tokens refill by each store's clock
+    /// between the two calls, so within one.
+    fn same(r: TokenDecision, m: TokenDecision) -> bool {
+        (r.allowed, r.limit) == (m.allowed, m.limit) && r.remaining.abs_diff(m.remaining) <= 1
+    }
+
+    /// Asserts that Redis and the memory store both counted, alike: the tokens as [`same`],
+    /// every cap exactly.
+    fn assert_alike(in_redis: &CappedDecision, in_memory: &CappedDecision, what: &str) {
+        let (
+            CappedDecision::Counted {
+                tokens: r,
+                caps: rc,
+            },
+            CappedDecision::Counted {
+                tokens: m,
+                caps: mc,
+            },
+        ) = (in_redis, in_memory)
+        else {
+            panic!("{what}: both counted: {in_redis:?} {in_memory:?}")
+        };
+        assert!(same(*r, *m), "{what}: {r:?} {m:?}");
+        assert_eq!(rc, mc, "{what}");
     }
 
     /// The budget counter at `key`; `None` when there is none.
