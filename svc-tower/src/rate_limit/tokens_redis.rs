@@ -20,106 +20,91 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 ///
 /// KEYS: the buckets (those the reservation draws on, the org's then the token's, then those
 /// only corrected), then one counter per cap (those the reservation draws on, then those only
-/// corrected). ARGV: the mode (`r`, or `s` to seed missing counters), how many bucket keys,
-/// and when there are any the tokens to reserve and per bucket its limit (0: only corrected)
-/// and its correction in µs;
-/// per cap its limit (`-1`: only corrected), its correction and the correction plus the amount
-/// to reserve (what `INCRBY` adds when the reservation is taken), and in mode `s` its TTL in
-/// seconds and seed. Returns `-1` and the missing caps' indexes (from 0) when a counter is
-/// missing without a seed (the corrections are still made); otherwise whether the reservation
-/// was taken (1) or not (0), each cap's counter before it, and per bucket how far its TAT was
-/// ahead of now before it, in nanoseconds: `tokens::apply` derives every figure of the
-/// decision from those, as the memory store does.
+/// corrected). ARGV[1]: the figures, little-endian doubles (see `redis::figures`): whether
+/// missing counters are seeded (1 or 0), how many bucket keys, the tokens to reserve, per
+/// bucket its limit (0: only corrected) and its correction in µs, and per cap its limit (`-1`:
+/// only corrected), its correction and the amount to reserve, and when seeding its TTL in
+/// seconds and seed (`-1`: none). Then per cap the decimal string `INCRBY` adds to it: the
+/// correction plus the amount (only the correction for a cap only corrected). Returns `-1`
+/// and the missing caps' indexes (from 0) when a counter is missing without a seed (the
+/// corrections are still made); otherwise whether the reservation was taken (1) or not (0),
+/// each cap's counter before it, and per bucket how far its TAT was ahead of now before it,
+/// in nanoseconds: `tokens::apply` derives every figure of the decision from those, as the
+/// memory store does.
 ///
 /// A correction is made as a settlement alone makes it, whatever the reservation's fate: a
 /// bucket moves by it (never beyond one window either way), a counter too (never below zero),
 /// and a counter that is missing or at zero is left missing, for the next reservation to
-/// rebuild it from the ledger. A cap both corrected and reserved is written once.
+/// rebuild it from the ledger.
 ///
-/// Each argument, each reply value, each `redis.call` and each number crossing between a
-/// string and Lua costs more inside Redis than the arithmetic, so a bucket or a figure that
-/// does not apply is not sent, values that only pass through (a seed, a correction, what a
-/// taken reservation adds) go to Redis as the strings they came as, the buckets' `TIME` is
-/// read only when there is a bucket,
-/// and a TAT is stored as the 8 bytes of a double with a literal TTL of a minute (a TAT is
-/// never further ahead than that).
+/// Inside Redis each `redis.call`, each argument and each number parsed from a string costs
+/// more than the arithmetic, so the figures come packed in one argument, a cap's counter is
+/// first moved by what a taken reservation adds (one `INCRBY`, whose reply says what it was:
+/// a counter at zero is told from a missing one by its TTL, which only a missing one lacks),
+/// and is only moved again when the reservation is refused or a correction would take it
+/// below zero. The buckets' `TIME` is read only when there is a bucket, and a TAT is stored
+/// as the 8 bytes of a double with a literal TTL of a minute (a TAT is never further ahead
+/// than that).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
-local nb = tonumber(ARGV[2])
+local n = {struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])}
+local nb = n[2]
 local stride = 3
-if ARGV[1] == 's' then stride = 5 end
-local c0 = 2
-if nb > 0 then c0 = 3 + 2 * nb end
-local ncaps = #KEYS - nb
+if n[1] == 1 then stride = 5 end
+local c0 = 4 + 2 * nb
 local out = {1}
-local had = {}
-local odd
+local has, bases, amounts = {}, {}, {}
 local missing
-for j = 1, ncaps do
+for j = 1, #KEYS - nb do
   local f = c0 + stride * (j - 1)
   local key = KEYS[nb + j]
-  local corr = ARGV[f + 2]
-  if ARGV[f + 1] == '-1' then
-    local v = redis.call('INCRBY', key, corr)
-    if v == tonumber(corr) then
+  local limit, corr = n[f], n[f + 1]
+  local v = redis.call('INCRBY', key, ARGV[1 + j])
+  if limit == -1 then
+    if v == corr then
       redis.call('DEL', key)
     elseif v < 0 then
       redis.call('SET', key, '0', 'KEEPTTL')
     end
   else
-    local c = 0
-    if corr ~= '0' then c = tonumber(corr) end
-    local v = redis.call('GET', key)
-    if v then
-      v = tonumber(v)
-      if v == 0 and c ~= 0 then
-        redis.call('DEL', key)
-        v = nil
-      end
-    end
-    local base = v
-    if v then
-      base = v + c
-      if base < 0 then
-        base = 0
-        odd = odd or {}
-        odd[j] = base
-      end
-    elseif stride == 5 and ARGV[f + 5] ~= '-1' then
-      redis.call('SETEX', key, ARGV[f + 4], ARGV[f + 5])
-      v = tonumber(ARGV[f + 5])
-      base = v
-      if c ~= 0 then
-        odd = odd or {}
-        odd[j] = base
-      end
+    local amount = n[f + 2]
+    local before = v - corr - amount
+    local base
+    if before ~= 0 or (corr == 0 and redis.call('TTL', key) ~= -1) then
+      base = before + corr
+      if base < 0 then base = 0 end
+    elseif stride == 5 and n[f + 4] ~= -1 then
+      base = n[f + 4]
+      redis.call('SETEX', key, string.format('%d', n[f + 3]), string.format('%d', base))
+      v = base
     else
+      redis.call('DEL', key)
       missing = missing or {-1}
       missing[#missing + 1] = j - 1
     end
-    if v then
-      had[j] = v
-      if base + tonumber(ARGV[f + 3]) - c > tonumber(ARGV[f + 1]) then out[1] = 0 end
+    if base then
+      if base + amount > limit then out[1] = 0 end
       out[#out + 1] = base
+      has[j], bases[j], amounts[j] = v, base, amount
     end
   end
 end
 if missing then out[1] = 0 end
-local now, bases, news
+local now, tats, news
 if nb > 0 then
-  bases, news = {}, {}
+  tats, news = {}, {}
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
-  local a = tonumber(ARGV[3])
+  local a = n[3]
   local first = #out
   for i = 1, nb do
-    local limit = tonumber(ARGV[2 + 2 * i])
+    local limit = n[2 + 2 * i]
     local tat = stored(redis.call('GET', KEYS[i])) or now
     if tat < now then tat = now end
-    local base = tat + tonumber(ARGV[3 + 2 * i])
+    local base = tat + n[3 + 2 * i]
     if base > now + 60000000 then base = now + 60000000 end
     if base < now then base = now end
-    bases[i] = base
+    tats[i] = base
     if limit > 0 then
       local take = a
       if take > limit then take = limit end
@@ -135,8 +120,8 @@ for i = 1, nb do
   local new
   if taken and news[i] then
     new = news[i]
-  elseif ARGV[3 + 2 * i] ~= '0' then
-    new = bases[i]
+  elseif n[3 + 2 * i] ~= 0 then
+    new = tats[i]
   end
   if new then
     if new > now then
@@ -146,21 +131,11 @@ for i = 1, nb do
     end
   end
 end
-for j = 1, ncaps do
-  local v = had[j]
-  if v then
-    local f = c0 + stride * (j - 1)
-    local by = ARGV[f + 2]
-    if taken then by = ARGV[f + 3] end
-    if odd and odd[j] then
-      local final = odd[j]
-      if taken then
-        final = final + tonumber(ARGV[f + 3])
-        if ARGV[f + 2] ~= '0' then final = final - tonumber(ARGV[f + 2]) end
-      end
-      by = final - v
-    end
-    if by ~= '0' and by ~= 0 then redis.call('INCRBY', KEYS[nb + j], by) end
+for j, v in pairs(has) do
+  local final = bases[j]
+  if taken then final = final + amounts[j] end
+  if final ~= v then
+    redis.call('INCRBY', KEYS[nb + j], string.format('%d', final - v))
   end
 end
 if missing then return missing end
@@ -216,41 +191,47 @@ impl RedisTokenBudgetStore {
             .filter(|(_, correction)| *correction != 0)
             .collect();
         let buckets = reserved.len() + corrected.len();
-        invocation.arg(if seeding { "s" } else { "r" }).arg(buckets);
-        if buckets > 0 {
-            invocation.arg(tokens);
-        }
+        let mut numbers = vec![f64::from(u8::from(seeding)), buckets as f64, tokens as f64];
         let mut limits = Vec::with_capacity(reserved.len());
         for (limit, suffix, correction) in reserved {
-            invocation.key(key(&suffix)).arg(limit).arg(correction);
+            invocation.key(key(&suffix));
+            numbers.extend([limit as f64, correction as f64]);
             limits.push(limit);
         }
         for (suffix, correction) in corrected {
-            invocation.key(key(&suffix)).arg(0).arg(correction);
+            invocation.key(key(&suffix));
+            numbers.extend([0.0, correction as f64]);
         }
+        // What INCRBY adds to each counter, as the string it goes to Redis as.
+        let mut adds = Vec::with_capacity(caps.len() + owed.caps.len());
         let counted = caps.len();
         let mut sent = Vec::with_capacity(counted);
         for (name, figures) in caps {
             let correction = owed.take_cap(&name);
             invocation.key(key(&format!("cap:{name}")));
             let (limit, amount) = figures.taking();
-            invocation
-                .arg(limit)
-                .arg(correction)
-                .arg(amount.saturating_add(correction));
+            numbers.extend([limit as f64, correction as f64, amount as f64]);
             match figures {
-                Figures::Seeding { ttl_secs, seed, .. } => invocation.arg(ttl_secs).arg(seed),
-                Figures::Taking { .. } if seeding => invocation.arg(1).arg(-1),
-                Figures::Taking { .. } => &mut invocation,
-            };
+                Figures::Seeding { ttl_secs, seed, .. } => {
+                    numbers.extend([ttl_secs as f64, seed as f64]);
+                }
+                Figures::Taking { .. } if seeding => numbers.extend([1.0, -1.0]),
+                Figures::Taking { .. } => {}
+            }
+            adds.push(amount.saturating_add(correction));
             sent.push((limit, amount));
         }
         for (name, correction) in owed.caps {
             invocation.key(key(&format!("cap:{name}")));
-            invocation.arg(-1).arg(correction).arg(0);
+            numbers.extend([-1.0, correction as f64, 0.0]);
             if seeding {
-                invocation.arg(1).arg(-1);
+                numbers.extend([1.0, -1.0]);
             }
+            adds.push(correction);
+        }
+        invocation.arg(&super::redis::figures(&numbers)[..]);
+        for add in adds {
+            invocation.arg(add);
         }
         Box::pin(async move {
             let reply: Vec<i64> = pool.invoke(&invocation).await?;
@@ -830,6 +811,37 @@ mod tests {
         assert_eq!(counter(&pool, &key(org, "a")).await, Some(0));
         // A counter at zero that a call adds to is left for the ledger to rebuild.
         assert_eq!(counter(&pool, &key(other, "a")).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_counter_at_zero_is_counted_and_a_missing_one_is_reported() {
+        let (store, pool, prefix) = store();
+        let org = Uuid::new_v4();
+        let budget = TokenBudget::org(org, 1_000_000);
+        let key = format!("{prefix}svc:{{{org}}}:cap:z");
+        // Seeded at zero, by a reservation of nothing: the counter is there, at zero.
+        let seeded = store.reserve_capped(budget, 0, vec![cap("z", 100, 0, Some(0))]);
+        assert!(seeded.await.unwrap().allowed());
+        assert_eq!(counter(&pool, &key).await, Some(0));
+        let taken = store
+            .reserve_capped(budget, 10, vec![cap("z", 100, 5, None)])
+            .await
+            .unwrap();
+        let CappedDecision::Counted { caps, .. } = taken else {
+            panic!("a counter at zero is counted: {taken:?}")
+        };
+        assert_eq!((caps[0].fits, caps[0].spent), (true, 5));
+        assert_eq!(counter(&pool, &key).await, Some(5));
+        let ttl: i64 = pool.query(redis::cmd("TTL").arg(&key)).await.unwrap();
+        assert!(ttl > 0, "the seed's TTL stays: {ttl}");
+        // A missing one is reported and stays missing.
+        let gone = format!("{prefix}svc:{{{org}}}:cap:gone");
+        let missing = store
+            .reserve_capped(budget, 10, vec![cap("gone", 100, 5, None)])
+            .await
+            .unwrap();
+        assert_eq!(missing, CappedDecision::Missing(vec![0]));
+        assert_eq!(counter(&pool, &gone).await, None);
     }
 
     /// Whether two token decisions agree; the remaining tokens refill by each store's clock
