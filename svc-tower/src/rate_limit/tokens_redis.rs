@@ -40,9 +40,9 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// Inside Redis each `redis.call`, each argument and each number parsed from a string costs
 /// more than the arithmetic, so the figures come packed in one argument, a cap's counter is
 /// first moved by what a taken reservation adds (one `INCRBY`, whose reply says what it was:
-/// a counter at zero is told from a missing one by its TTL, which only a missing one lacks),
-/// and is only moved again when the reservation is refused or a correction would take it
-/// below zero. The buckets' `TIME` is read only when there is a bucket, and a TAT is stored
+/// a counter at zero is told from a missing one by its TTL, which only a missing one lacks;
+/// a counter that nothing moves is only read), and is only moved again when the reservation is
+/// refused or a correction would take it below zero. The buckets' `TIME` is read only when there is a bucket, and a TAT is stored
 /// as the 8 bytes of a double with a literal TTL of a minute (a TAT is never further ahead
 /// than that).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
@@ -58,9 +58,9 @@ local missing
 for j = 1, #KEYS - nb do
   local f = c0 + stride * (j - 1)
   local key = KEYS[nb + j]
-  local limit, corr = n[f], n[f + 1]
-  local v = redis.call('INCRBY', key, ARGV[1 + j])
+  local limit, corr, add = n[f], n[f + 1], ARGV[1 + j]
   if limit == -1 then
+    local v = redis.call('INCRBY', key, add)
     if v == corr then
       redis.call('DEL', key)
     elseif v < 0 then
@@ -68,9 +68,21 @@ for j = 1, #KEYS - nb do
     end
   else
     local amount = n[f + 2]
-    local before = v - corr - amount
+    local v, before
+    if add == '0' then
+      v = redis.call('GET', key)
+      if v then
+        v = tonumber(v)
+        before = v
+      end
+    else
+      v = redis.call('INCRBY', key, add)
+      before = v - corr - amount
+      if before == 0 and corr == 0 and redis.call('TTL', key) == -1 then before = nil end
+    end
+    if before == 0 and corr ~= 0 then before = nil end
     local base
-    if before ~= 0 or (corr == 0 and redis.call('TTL', key) ~= -1) then
+    if before then
       base = before + corr
       if base < 0 then base = 0 end
     elseif stride == 5 and n[f + 4] ~= -1 then
@@ -78,7 +90,7 @@ for j = 1, #KEYS - nb do
       redis.call('SETEX', key, string.format('%d', n[f + 3]), string.format('%d', base))
       v = base
     else
-      redis.call('DEL', key)
+      if v then redis.call('DEL', key) end
       missing = missing or {-1}
       missing[#missing + 1] = j - 1
     end
@@ -842,6 +854,21 @@ mod tests {
             .unwrap();
         assert_eq!(missing, CappedDecision::Missing(vec![0]));
         assert_eq!(counter(&pool, &gone).await, None);
+        // A reservation of nothing only reads: a missing counter is reported and not made, one
+        // at zero is counted.
+        let nothing = |name| store.reserve_capped(budget, 10, vec![cap(name, 100, 0, None)]);
+        assert_eq!(
+            nothing("gone").await.unwrap(),
+            CappedDecision::Missing(vec![0])
+        );
+        assert_eq!(counter(&pool, &gone).await, None);
+        let seeded = store.reserve_capped(budget, 0, vec![cap("zero", 100, 0, Some(0))]);
+        assert!(seeded.await.unwrap().allowed());
+        let read = nothing("zero").await.unwrap();
+        let CappedDecision::Counted { caps, .. } = read else {
+            panic!("a counter at zero is counted: {read:?}")
+        };
+        assert_eq!((caps[0].fits, caps[0].spent), (true, 0));
     }
 
     /// Whether two token decisions agree; the remaining tokens refill by each store's clock
