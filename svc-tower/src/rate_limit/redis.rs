@@ -11,7 +11,7 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// Each key holds a theoretical arrival time (TAT) in microseconds of the Redis server's clock
 /// (TIME), so replicas with skewed clocks still agree; each is decided on its own, in order.
 /// ARGV: per key, its limit and its interval in microseconds, as two little-endian doubles in
-/// one argument (see [`figures`]). Answers per key how far its TAT
+/// one argument (see [`packed`]). Answers per key how far its TAT
 /// is ahead of now: the new TAT when allowed (at least the interval, so at least 1), or `-1 -`
 /// the stored one when refused; [`Gcra`] derives the rest of the decision from it. One key is
 /// answered with an integer, several with a list.
@@ -169,13 +169,13 @@ impl RateLimitStore for RedisRateLimitStore {
 fn count(invocation: &mut ScriptInvocation<'_>, key: String, gcra: &Gcra) {
     invocation
         .key(key)
-        .arg(&figures(&[gcra.limit() as f64, gcra.interval_us() as f64])[..]);
+        .arg(&packed(&[gcra.limit() as f64, gcra.interval_us() as f64])[..]);
 }
 
 /// Numbers as a script reads them with `struct.unpack('<d...', ARGV[i])`: little-endian
 /// doubles, exact below 2^53. One binary argument costs Redis less than one decimal argument
 /// per number, each of which Lua would parse with `strtod`.
-pub(super) fn figures(numbers: &[f64]) -> Vec<u8> {
+pub(super) fn packed(numbers: &[f64]) -> Vec<u8> {
     numbers.iter().flat_map(|n| n.to_le_bytes()).collect()
 }
 

@@ -271,13 +271,10 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
         tokens: u64,
         caps: Vec<SpendCap>,
     ) -> StoreFuture<CappedDecision> {
-        let settled = self.correct(corrections);
-        let reserve = self.reserve_capped(budget, tokens, caps);
-        Box::pin(async move {
-            // Settled alone, as each settlement would have been.
-            let _ = settled.await;
-            reserve.await
-        })
+        after(
+            self.correct(corrections),
+            self.reserve_capped(budget, tokens, caps),
+        )
     }
 
     /// Settles `corrections`, those of one org in one step where the store can.
@@ -288,6 +285,18 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
                 .collect(),
         )
     }
+}
+
+/// `next` once `settled` is over, whatever it answered: settlements are made alone, as each
+/// would have been, and one that fails does not stop what follows.
+pub(crate) fn after<T: Send + 'static>(
+    settled: StoreFuture<()>,
+    next: StoreFuture<T>,
+) -> StoreFuture<T> {
+    Box::pin(async move {
+        let _ = settled.await;
+        next.await
+    })
 }
 
 /// Runs `steps` one after the other, each whatever the one before answered; fails with the

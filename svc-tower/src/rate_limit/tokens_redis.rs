@@ -8,10 +8,10 @@ use redis::Script;
 use uuid::Uuid;
 
 use super::caps::{CapCharge, CapState, SpendCap};
-use super::redis::STORED_TAT;
+use super::redis::{STORED_TAT, packed};
 use super::tokens::{
-    Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, apply,
-    in_order,
+    Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, after,
+    apply, in_order,
 };
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
@@ -20,11 +20,11 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 ///
 /// KEYS: the buckets (those the reservation draws on, the org's then the token's, then those
 /// only corrected), then one counter per cap (those the reservation draws on, then those only
-/// corrected). ARGV[1]: the figures, little-endian doubles (see `redis::figures`): whether
-/// missing counters are seeded (1 or 0), how many bucket keys, the tokens to reserve, per
-/// bucket its limit (0: only corrected) and its correction in µs, and per cap its limit (`-1`:
-/// only corrected), its correction and the amount to reserve, and when seeding its TTL in
-/// seconds and seed (`-1`: none). Then per cap the decimal string `INCRBY` adds to it: the
+/// corrected). ARGV[1]: the figures, little-endian doubles (see `redis::packed`): how many
+/// bucket keys, the tokens to reserve, per bucket its limit (0: only corrected) and its
+/// correction in µs, and per cap its limit (`-1`: only corrected), its correction, the amount
+/// to reserve, and the TTL in seconds and value a missing counter is seeded with (`-1`: not
+/// seeded, reported missing). Then per cap the decimal string `INCRBY` adds to it: the
 /// correction plus the amount (only the correction for a cap only corrected). Returns `-1`
 /// and the missing caps' indexes (from 0) when a counter is missing without a seed (the
 /// corrections are still made); otherwise whether the reservation was taken (1) or not (0),
@@ -48,15 +48,13 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
 local n = {struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])}
-local nb = n[2]
-local stride = 3
-if n[1] == 1 then stride = 5 end
-local c0 = 4 + 2 * nb
+local nb = n[1]
+local c0 = 3 + 2 * nb
 local out = {1}
 local has, bases, amounts = {}, {}, {}
 local missing
 for j = 1, #KEYS - nb do
-  local f = c0 + stride * (j - 1)
+  local f = c0 + 5 * (j - 1)
   local key = KEYS[nb + j]
   local limit, corr, add = n[f], n[f + 1], ARGV[1 + j]
   if limit == -1 then
@@ -85,7 +83,7 @@ for j = 1, #KEYS - nb do
     if before then
       base = before + corr
       if base < 0 then base = 0 end
-    elseif stride == 5 and n[f + 4] ~= -1 then
+    elseif n[f + 4] ~= -1 then
       base = n[f + 4]
       redis.call('SETEX', key, string.format('%d', n[f + 3]), string.format('%d', base))
       v = base
@@ -107,13 +105,13 @@ if nb > 0 then
   tats, news = {}, {}
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
-  local a = n[3]
+  local a = n[2]
   local first = #out
   for i = 1, nb do
-    local limit = n[2 + 2 * i]
+    local limit = n[1 + 2 * i]
     local tat = stored(redis.call('GET', KEYS[i])) or now
     if tat < now then tat = now end
-    local base = tat + n[3 + 2 * i]
+    local base = tat + n[2 + 2 * i]
     if base > now + 60000000 then base = now + 60000000 end
     if base < now then base = now end
     tats[i] = base
@@ -132,7 +130,7 @@ for i = 1, nb do
   local new
   if taken and news[i] then
     new = news[i]
-  elseif n[3 + 2 * i] ~= 0 then
+  elseif n[2 + 2 * i] ~= 0 then
     new = tats[i]
   end
   if new then
@@ -176,20 +174,16 @@ impl RedisTokenBudgetStore {
     }
 
     /// One script: `owed` (corrections of `budget`'s org), then a reservation of `tokens` from
-    /// `budget`'s limited buckets and from `caps` (each cap's limit and amount, and its TTL and
-    /// seed too when one is seeding).
+    /// `budget`'s limited buckets and from `caps`.
     fn run(
         &self,
         mut owed: Owed,
         budget: TokenBudget,
         tokens: u64,
-        caps: Vec<(String, Figures)>,
+        caps: Vec<SpendCap>,
     ) -> StoreFuture<CappedDecision> {
         let pool = self.pool.clone();
         let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
-        let seeding = caps
-            .iter()
-            .any(|(_, f)| matches!(f, Figures::Seeding { .. }));
         let mut invocation = SCRIPT.prepare_invoke();
         let reserved: Vec<(u64, String, i64)> = (limited_buckets(&budget).into_iter())
             .map(|(limit, suffix)| {
@@ -203,7 +197,7 @@ impl RedisTokenBudgetStore {
             .filter(|(_, correction)| *correction != 0)
             .collect();
         let buckets = reserved.len() + corrected.len();
-        let mut numbers = vec![f64::from(u8::from(seeding)), buckets as f64, tokens as f64];
+        let mut numbers = vec![buckets as f64, tokens as f64];
         let mut limits = Vec::with_capacity(reserved.len());
         for (limit, suffix, correction) in reserved {
             invocation.key(key(&suffix));
@@ -218,30 +212,23 @@ impl RedisTokenBudgetStore {
         let mut adds = Vec::with_capacity(caps.len() + owed.caps.len());
         let counted = caps.len();
         let mut sent = Vec::with_capacity(counted);
-        for (name, figures) in caps {
-            let correction = owed.take_cap(&name);
-            invocation.key(key(&format!("cap:{name}")));
-            let (limit, amount) = figures.taking();
-            numbers.extend([limit as f64, correction as f64, amount as f64]);
-            match figures {
-                Figures::Seeding { ttl_secs, seed, .. } => {
-                    numbers.extend([ttl_secs as f64, seed as f64]);
-                }
-                Figures::Taking { .. } if seeding => numbers.extend([1.0, -1.0]),
-                Figures::Taking { .. } => {}
-            }
+        for cap in caps {
+            let correction = owed.take_cap(&cap.name);
+            invocation.key(key(&format!("cap:{}", cap.name)));
+            let (limit, amount) = (figure(cap.limit), figure(cap.amount));
+            let (ttl_secs, seed) = cap
+                .seed
+                .map_or((0, -1), |seed| (figure(cap.ttl_secs.max(1)), figure(seed)));
+            numbers.extend([limit, correction, amount, ttl_secs, seed].map(|n| n as f64));
             adds.push(amount.saturating_add(correction));
             sent.push((limit, amount));
         }
         for (name, correction) in owed.caps {
             invocation.key(key(&format!("cap:{name}")));
-            numbers.extend([-1.0, correction as f64, 0.0]);
-            if seeding {
-                numbers.extend([1.0, -1.0]);
-            }
+            numbers.extend([-1.0, correction as f64, 0.0, 0.0, -1.0]);
             adds.push(correction);
         }
-        invocation.arg(&super::redis::figures(&numbers)[..]);
+        invocation.arg(&packed(&numbers)[..]);
         for add in adds {
             invocation.arg(add);
         }
@@ -293,31 +280,6 @@ impl RedisTokenBudgetStore {
                 self.run(owed, nothing, 0, Vec::new())
             })
             .collect()
-    }
-}
-
-/// What one cap sends to the script for a reservation.
-#[derive(Debug, Clone, Copy)]
-enum Figures {
-    /// A reservation of `amount` under `limit`.
-    Taking { limit: i64, amount: i64 },
-    /// The same, seeding a missing counter with `seed` that lives `ttl_secs`.
-    Seeding {
-        limit: i64,
-        amount: i64,
-        ttl_secs: i64,
-        seed: i64,
-    },
-}
-
-impl Figures {
-    /// The limit and the amount.
-    fn taking(&self) -> (i64, i64) {
-        match *self {
-            Figures::Taking { limit, amount } | Figures::Seeding { limit, amount, .. } => {
-                (limit, amount)
-            }
-        }
     }
 }
 
@@ -472,25 +434,6 @@ fn decode(
     Ok(CappedDecision::Counted { tokens, caps })
 }
 
-/// Each cap of a reservation as the script takes it.
-fn figures(caps: Vec<SpendCap>) -> Vec<(String, Figures)> {
-    caps.into_iter()
-        .map(|cap| {
-            let (limit, amount) = (figure(cap.limit), figure(cap.amount));
-            let figures = match cap.seed {
-                Some(seed) => Figures::Seeding {
-                    limit,
-                    amount,
-                    ttl_secs: figure(cap.ttl_secs.max(1)),
-                    seed: figure(seed),
-                },
-                None => Figures::Taking { limit, amount },
-            };
-            (cap.name, figures)
-        })
-        .collect()
-}
-
 impl TokenBudgetStore for RedisTokenBudgetStore {
     fn reserve(&self, budget: TokenBudget, tokens: u64) -> StoreFuture<TokenDecision> {
         if !budget.is_limited() {
@@ -552,13 +495,7 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
                 caps: Vec::new(),
             })));
         }
-        let others = self.correct(others);
-        let run = self.run(owed, budget, tokens, figures(caps));
-        Box::pin(async move {
-            // Settled alone, as each settlement would have been.
-            let _ = others.await;
-            run.await
-        })
+        after(self.correct(others), self.run(owed, budget, tokens, caps))
     }
 
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
