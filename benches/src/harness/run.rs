@@ -298,7 +298,13 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    warm.map_err(|e| format!("the gateway does not answer: {e}"))?;
+    warm.map_err(|e| {
+        format!(
+            "the gateway does not answer: {e}; see {} and {}",
+            log("svc-gateway").display(),
+            log("svc-auth-server").display()
+        )
+    })?;
     client::check(&direct, false).await?;
 
     let group = Group {

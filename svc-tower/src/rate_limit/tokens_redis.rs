@@ -8,7 +8,7 @@ use redis::Script;
 use uuid::Uuid;
 
 use super::caps::{CapCharge, CapState, SpendCap};
-use super::redis::{STORED_TAT, packed};
+use super::redis::{packed, tat_script};
 use super::tokens::{
     Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, after,
     apply, in_order,
@@ -42,9 +42,8 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// first moved by what a taken reservation adds (one `INCRBY`, whose reply says what it was:
 /// a counter at zero is told from a missing one by its TTL, which only a missing one lacks;
 /// a counter that nothing moves is only read), and is only moved again when the reservation is
-/// refused or a correction would take it below zero. The buckets' `TIME` is read only when there is a bucket, and a TAT is stored
-/// as the 8 bytes of a double with a literal TTL of a minute (a TAT is never further ahead
-/// than that).
+/// refused or a correction would take it below zero. The buckets' `TIME` is read only when
+/// there is a bucket, and a TAT is kept as the rate limiter keeps it (`redis::READ_TAT`).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
 local n = {struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])}
@@ -100,17 +99,19 @@ for j = 1, #KEYS - nb do
   end
 end
 if missing then out[1] = 0 end
-local now, tats, news
+local now, tats, news, untils
 if nb > 0 then
-  tats, news = {}, {}
+  tats, news, untils = {}, {}, {}
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
   local a = n[2]
   local first = #out
   for i = 1, nb do
     local limit = n[1 + 2 * i]
-    local tat = stored(redis.call('GET', KEYS[i])) or now
-    if tat < now then tat = now end
+    local key = KEYS[i]
+    --[[READ_TAT]]
+    untils[i] = until_us
+    if not tat or tat < now then tat = now end
     local base = tat + n[2 + 2 * i]
     if base > now + 60000000 then base = now + 60000000 end
     if base < now then base = now end
@@ -127,17 +128,18 @@ if nb > 0 then
 end
 local taken = out[1] == 1
 for i = 1, nb do
-  local new
+  local new_tat
   if taken and news[i] then
-    new = news[i]
+    new_tat = news[i]
   elseif n[2 + 2 * i] ~= 0 then
-    new = tats[i]
+    new_tat = tats[i]
   end
-  if new then
-    if new > now then
-      store(KEYS[i], new)
+  if new_tat then
+    local key, until_us = KEYS[i], untils[i]
+    if new_tat > now then
+      --[[WRITE_TAT]]
     else
-      redis.call('DEL', KEYS[i])
+      redis.call('DEL', key)
     end
   end
 end
@@ -151,13 +153,13 @@ end
 if missing then return missing end
 return out
 ";
-    Script::new(&[STORED_TAT, script].concat())
+    tat_script(script)
 });
 
 /// Token allowances in Redis, shared by every replica: one round trip per reservation and
 /// per settlement, or per reservation alone when it carries its org's settlements. Keys:
-/// `{prefix}svc:{<org_id>}:tpm` for the org and `{prefix}svc:{<org_id>}:tpm:<token_id>` for a
-/// token, each expiring a minute after its last write (by then its bucket is full again).
+/// `{prefix}svc:{<org_id>}:tok` for the org and `{prefix}svc:{<org_id>}:tok:<token_id>` for a
+/// token, each expiring once its bucket is full again, at most two minutes after its last write.
 #[derive(Debug, Clone)]
 pub struct RedisTokenBudgetStore {
     pool: RedisPool,
@@ -341,10 +343,18 @@ impl Owed {
     }
 }
 
+/// The suffix of an org's bucket key (and, followed by `:<token_id>`, a token's). Builds before
+/// the TAT's expiry was kept beside it used `tpm`; see [`RedisRateLimitStore`] for why a new
+/// value format takes a new name.
+///
+/// [`RedisRateLimitStore`]: super::RedisRateLimitStore
+const ALLOWANCE: &str = "tok";
+
 /// The limit and key suffix of each bucket `budget` draws on: the org's, then the token's.
 fn limited_buckets(budget: &TokenBudget) -> Vec<(u64, String)> {
-    let org = budget.org_limit.map(|limit| (limit, "tpm".to_owned()));
-    let token = (budget.token_limit).map(|limit| (limit, format!("tpm:{}", budget.token_id)));
+    let org = budget.org_limit.map(|limit| (limit, ALLOWANCE.to_owned()));
+    let token =
+        (budget.token_limit).map(|limit| (limit, format!("{ALLOWANCE}:{}", budget.token_id)));
     org.into_iter().chain(token).collect()
 }
 
@@ -565,11 +575,11 @@ mod tests {
         let refused = store.reserve(budget, 80).await.unwrap();
         assert_eq!((refused.allowed, refused.limit), (false, 100));
         for key in [
-            format!("{prefix}svc:{{{org}}}:tpm"),
-            format!("{prefix}svc:{{{org}}}:tpm:{token}"),
+            format!("{prefix}svc:{{{org}}}:tok"),
+            format!("{prefix}svc:{{{org}}}:tok:{token}"),
         ] {
             let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
-            assert!((1..=60_000).contains(&ttl_ms), "{key}: {ttl_ms}");
+            assert!((1..=120_000).contains(&ttl_ms), "{key}: {ttl_ms}");
         }
     }
 
@@ -625,8 +635,8 @@ mod tests {
             }
             // A bucket without a limit is never written.
             for (limit, suffix) in [
-                (org_limit, "tpm".to_owned()),
-                (token_limit, format!("tpm:{token}")),
+                (org_limit, "tok".to_owned()),
+                (token_limit, format!("tok:{token}")),
             ] {
                 let exists: i64 = pool
                     .query(redis::cmd("EXISTS").arg(format!("{prefix}svc:{{{org}}}:{suffix}")))
@@ -865,7 +875,7 @@ mod tests {
             .unwrap();
         assert_eq!(missing, CappedDecision::Missing(vec![0]));
         let tpm: Option<String> = pool
-            .query(redis::cmd("GET").arg(format!("{prefix}svc:{{{org}}}:tpm")))
+            .query(redis::cmd("GET").arg(format!("{prefix}svc:{{{org}}}:tok")))
             .await
             .unwrap();
         assert_eq!(tpm, None, "a missing cap takes no tokens");

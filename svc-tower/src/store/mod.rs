@@ -186,8 +186,8 @@ mod tests {
     fn keys_put_the_org_in_a_hash_tag() {
         let org = uuid::Uuid::nil();
         assert_eq!(
-            org_key("p:", &org, "rl"),
-            "p:svc:{00000000-0000-0000-0000-000000000000}:rl"
+            org_key("p:", &org, "req"),
+            "p:svc:{00000000-0000-0000-0000-000000000000}:req"
         );
     }
 
