@@ -41,8 +41,7 @@ for i = 1, #KEYS do
     ahead = new_tat - now
   end
   if #KEYS == 1 then return ahead end
-  out = out or {}
-  out[i] = ahead
+  if out then out[i] = ahead else out = {ahead} end
 end
 return out
 ",

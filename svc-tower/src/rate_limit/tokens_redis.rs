@@ -44,18 +44,21 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// a counter that nothing moves is only read), and is only moved again when the reservation is
 /// refused or a correction would take it below zero. The buckets' `TIME` is read only when
 /// there is a bucket, and a TAT is kept as the rate limiter keeps it (`redis::READ_TAT`).
+/// Allocation counts too: the figures are read from the argument where they lie (`unpack`
+/// at an offset, with a literal format) rather than into a table, and what the script keeps
+/// per counter and per bucket goes in one table each, made by its constructor with its first
+/// four entries (a table filled one entry at a time is reallocated as it grows).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
-local n = {struct.unpack('<' .. string.rep('d', #ARGV[1] / 8), ARGV[1])}
-local nb = n[1]
-local c0 = 3 + 2 * nb
+local f = ARGV[1]
+local nb, a = struct.unpack('<dd', f)
+local c0 = 17 + 16 * nb
 local out = {1}
-local has, bases, amounts = {}, {}, {}
 local missing
 for j = 1, #KEYS - nb do
-  local f = c0 + 5 * (j - 1)
   local key = KEYS[nb + j]
-  local limit, corr, add = n[f], n[f + 1], ARGV[1 + j]
+  local limit, corr, amount, ttl, seed = struct.unpack('<ddddd', f, c0 + 40 * (j - 1))
+  local add = ARGV[1 + j]
   if limit == -1 then
     local v = redis.call('INCRBY', key, add)
     if v == corr then
@@ -64,7 +67,6 @@ for j = 1, #KEYS - nb do
       redis.call('SET', key, '0', 'KEEPTTL')
     end
   else
-    local amount = n[f + 2]
     local v, before
     if add == '0' then
       v = redis.call('GET', key)
@@ -82,9 +84,9 @@ for j = 1, #KEYS - nb do
     if before then
       base = before + corr
       if base < 0 then base = 0 end
-    elseif n[f + 4] ~= -1 then
-      base = n[f + 4]
-      redis.call('SETEX', key, string.format('%d', n[f + 3]), string.format('%d', base))
+    elseif seed ~= -1 then
+      base = seed
+      redis.call('SETEX', key, string.format('%d', ttl), string.format('%d', base))
       v = base
     else
       if v then redis.call('DEL', key) end
@@ -94,48 +96,56 @@ for j = 1, #KEYS - nb do
     if base then
       if base + amount > limit then out[1] = 0 end
       out[#out + 1] = base
-      has[j], bases[j], amounts[j] = v, base, amount
+      -- The counter holds what a taken reservation leaves (a refusal takes the amount back
+      -- below); only a clamp or a seed moves it again here.
+      if v ~= base + amount then
+        redis.call('INCRBY', key, string.format('%d', base + amount - v))
+      end
     end
   end
 end
 if missing then out[1] = 0 end
-local now, tats, news, untils
+local now, buckets
 if nb > 0 then
-  tats, news, untils = {}, {}, {}
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
-  local a = n[2]
   local first = #out
   for i = 1, nb do
-    local limit = n[1 + 2 * i]
+    local limit, corr = struct.unpack('<dd', f, 1 + 16 * i)
     local key = KEYS[i]
     --[[READ_TAT]]
-    untils[i] = until_us
     if not tat or tat < now then tat = now end
-    local base = tat + n[2 + 2 * i]
+    local base = tat + corr
     if base > now + 60000000 then base = now + 60000000 end
     if base < now then base = now end
-    tats[i] = base
+    local new = false
     if limit > 0 then
       local take = a
       if take > limit then take = limit end
-      local new = base + take * 60000000 / limit
+      new = base + take * 60000000 / limit
       if new > now + 60000000 then out[1] = 0 end
-      news[i] = new
       out[first + i] = (base - now) * 1000
+    end
+    -- Per bucket: its TAT corrected, after the reservation (false: none), the expiry's time,
+    -- and whether it was corrected.
+    if i == 1 then
+      buckets = {base, new, until_us, corr ~= 0}
+    else
+      local k = 4 * i - 4
+      buckets[k + 1], buckets[k + 2], buckets[k + 3], buckets[k + 4] = base, new, until_us, corr ~= 0
     end
   end
 end
 local taken = out[1] == 1
 for i = 1, nb do
   local new_tat
-  if taken and news[i] then
-    new_tat = news[i]
-  elseif n[2 + 2 * i] ~= 0 then
-    new_tat = tats[i]
+  if taken and buckets[4 * i - 2] then
+    new_tat = buckets[4 * i - 2]
+  elseif buckets[4 * i] then
+    new_tat = buckets[4 * i - 3]
   end
   if new_tat then
-    local key, until_us = KEYS[i], untils[i]
+    local key, until_us = KEYS[i], buckets[4 * i - 1]
     if new_tat > now then
       --[[WRITE_TAT]]
     else
@@ -143,11 +153,16 @@ for i = 1, nb do
     end
   end
 end
-for j, v in pairs(has) do
-  local final = bases[j]
-  if taken then final = final + amounts[j] end
-  if final ~= v then
-    redis.call('INCRBY', KEYS[nb + j], string.format('%d', final - v))
+if not taken then
+  for j = 1, #KEYS - nb do
+    local limit, _, amount = struct.unpack('<ddd', f, c0 + 40 * (j - 1))
+    local held = limit ~= -1 and amount ~= 0
+    if held and missing then
+      for k = 2, #missing do
+        if missing[k] == j - 1 then held = false end
+      end
+    end
+    if held then redis.call('INCRBY', KEYS[nb + j], string.format('%d', -amount)) end
   end
 end
 if missing then return missing end
@@ -700,6 +715,59 @@ mod tests {
                     });
                 }
             }
+        }
+    }
+
+    /// One reservation can carry the settlements of several of its org's tokens, each with a
+    /// bucket of its own: every bucket is corrected, as settling each first would.
+    #[tokio::test]
+    async fn the_settlements_of_several_tokens_ride_with_one_reservation() {
+        use super::super::tokens::MemoryTokenBudgetStore;
+        let (store, _, _) = store();
+        let memory = MemoryTokenBudgetStore::new();
+        let org = Uuid::new_v4();
+        let budgets = [(); 4].map(|()| TokenBudget {
+            org_id: org,
+            org_limit: Some(1_500),
+            token_id: Uuid::new_v4(),
+            token_limit: Some(500),
+        });
+        let mut owed = Vec::new();
+        for budget in &budgets[..3] {
+            let in_redis = store.reserve_capped(*budget, 400, Vec::new());
+            let in_memory = memory.reserve_capped(*budget, 400, Vec::new());
+            assert_alike(&in_redis.await.unwrap(), &in_memory.await.unwrap(), "first");
+            owed.push(Correction {
+                budget: *budget,
+                reserved: 400,
+                used: 20,
+                caps: Vec::new(),
+            });
+        }
+        // 1,200 of the org's 1,500 are held: 450 more fit only once the three settled (their
+        // buckets, the org's and four tokens', go to one script).
+        let in_redis = store
+            .reserve_correcting(owed.clone(), budgets[3], 450, Vec::new())
+            .await
+            .unwrap();
+        for c in owed {
+            memory
+                .settle_capped(c.budget, c.reserved, c.used, c.caps)
+                .await
+                .unwrap();
+        }
+        let in_memory = memory.reserve_capped(budgets[3], 450, Vec::new());
+        assert_alike(&in_redis, &in_memory.await.unwrap(), "carrying");
+        assert!(in_redis.allowed(), "{in_redis:?}");
+        // Each settled token's own bucket has its 380 back: 200 more fit under its 500.
+        for budget in &budgets[..3] {
+            let in_redis = store
+                .reserve_capped(*budget, 200, Vec::new())
+                .await
+                .unwrap();
+            let in_memory = memory.reserve_capped(*budget, 200, Vec::new());
+            assert_alike(&in_redis, &in_memory.await.unwrap(), "after");
+            assert!(in_redis.allowed(), "{in_redis:?}");
         }
     }
 
