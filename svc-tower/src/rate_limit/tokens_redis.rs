@@ -45,9 +45,10 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 /// refused or a correction would take it below zero. The buckets' `TIME` is read only when
 /// there is a bucket, and a TAT is kept as the rate limiter keeps it (`redis::READ_TAT`).
 /// Allocation counts too: the figures are read from the argument where they lie (`unpack`
-/// at an offset, with a literal format) rather than into a table, and what the script keeps
-/// per counter and per bucket goes in one table each, made by its constructor with its first
-/// four entries (a table filled one entry at a time is reallocated as it grows).
+/// at an offset, with a literal format) rather than into a table, a counter is left at what a
+/// taken reservation leaves (a refusal reads the amounts again to give them back), and what
+/// the script keeps per bucket goes in one table, made by its constructor with the first
+/// bucket's four entries (a table filled one entry at a time is reallocated as it grows).
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
 local f = ARGV[1]
@@ -128,11 +129,11 @@ if nb > 0 then
     end
     -- Per bucket: its TAT corrected, after the reservation (false: none), the expiry's time,
     -- and whether it was corrected.
-    if i == 1 then
-      buckets = {base, new, until_us, corr ~= 0}
-    else
+    if buckets then
       local k = 4 * i - 4
       buckets[k + 1], buckets[k + 2], buckets[k + 3], buckets[k + 4] = base, new, until_us, corr ~= 0
+    else
+      buckets = {base, new, until_us, corr ~= 0}
     end
   end
 end
