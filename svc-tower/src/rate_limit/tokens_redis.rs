@@ -703,7 +703,11 @@ mod tests {
             let caps = || vec![cap("alone", 500, amount, Some(0))];
             let in_redis = store.reserve_capped(alone, 10, caps()).await.unwrap();
             let in_memory = memory.reserve_capped(alone, 10, caps()).await.unwrap();
-            assert_alike(&in_redis, &in_memory, &format!("a budget reserving {amount}"));
+            assert_alike(
+                &in_redis,
+                &in_memory,
+                &format!("a budget reserving {amount}"),
+            );
             refused += usize::from(!in_redis.allowed());
         }
         assert_eq!(refused, 2, "100 and 300 do not fit");
