@@ -21,7 +21,9 @@
 //!   answered (the gateway's per-address limit on failed authentications is off, so the flood
 //!   reaches the auth server): its p99 each way;
 //! - budgets: the added p50 and p99 at one connection without a money budget and then with an
-//!   org budget, in the same run, and the Redis commands per call each way.
+//!   org budget, in the same run, and the Redis commands per call each way. The model has a
+//!   price (the gateway reads its registry from a providers file in the log directory), so
+//!   under the budget each call reserves its worst-case cost and settles what it spent.
 //!
 //! Everything listens on 127.0.0.1; everything it started is stopped, and the database and the
 //! Redis keys are removed, when it ends.

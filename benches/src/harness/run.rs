@@ -168,6 +168,20 @@ where
     outcome
 }
 
+/// Where the gateway reads the upstream's key.
+const PROVIDER_KEY_VAR: &str = "SVC_HARNESS_PROVIDER_KEY";
+
+/// The gateway's registry: the upstream, and its model at a price, so that under a budget each
+/// call reserves and settles money as a priced model's calls do (an unpriced one reserves
+/// nothing, and its reservation only reads the counter).
+fn providers_file(upstream_port: u16) -> String {
+    format!(
+        "[[providers]]\nname = \"upstream\"\nkind = \"openai\"\n\
+         base_url = \"http://127.0.0.1:{upstream_port}/v1\"\napi_key_env = \"{PROVIDER_KEY_VAR}\"\n\n\
+         [[models]]\nname = \"{MODEL}\"\ntargets = [\"upstream\"]\nprice = {{ input = 1, output = 2 }}\n"
+    )
+}
+
 async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), String> {
     let auth_bin = config.bin_dir.join("svc-auth-server");
     let gateway_bin = config.bin_dir.join("svc-gateway");
@@ -227,18 +241,17 @@ async fn measure(config: &HarnessConfig, dsn: &str, prefix: &str) -> Result<(), 
     )
     .map_err(|e| format!("svc-auth-server: {e}"))?;
     let gateway_port = free_port().map_err(|e| e.to_string())?;
+    let providers = config.log_dir.join("providers.toml");
+    std::fs::write(&providers, providers_file(upstream_port))
+        .map_err(|e| format!("{}: {e}", providers.display()))?;
     let gateway_env: Vec<_> = [
         quiet,
         ("SVC_PORT", gateway_port.to_string()),
         ("SVC_AUTH_GRPC_ADDR", format!("127.0.0.1:{grpc_port}")),
         ("REDIS_URL", config.redis_url.clone()),
         ("SVC_REDIS_KEY_PREFIX", prefix.to_owned()),
-        (
-            "SVC_PROVIDER_BASE_URL",
-            format!("http://127.0.0.1:{upstream_port}/v1"),
-        ),
-        ("SVC_PROVIDER_API_KEY", PROVIDER_KEY.to_owned()),
-        ("SVC_PROVIDER_MODELS", MODEL.to_owned()),
+        ("SVC_PROVIDERS_FILE", providers.display().to_string()),
+        (PROVIDER_KEY_VAR, PROVIDER_KEY.to_owned()),
         ("SVC_RATE_LIMIT_RPM", "100000000".to_owned()),
         // The flood phase comes from this one address: the gateway's per-address limit
         // on failed authentications would stop it before the auth server, and the real
