@@ -405,10 +405,10 @@ fn unexpected() -> StoreError {
     StoreError::new("unexpected token budget script reply")
 }
 
-/// The script's reply as the list it stands for, of `figures` figures after the decision:
-/// with none or one, it comes as a number (see [`SCRIPT`]).
-fn figures(reply: redis::Value, figures: usize) -> Result<Vec<i64>, StoreError> {
-    match (reply, figures) {
+/// The script's reply as the list it stands for, of `count` figures after the decision: with
+/// none or one, it comes as a number (see [`SCRIPT`]).
+fn figures(reply: redis::Value, count: usize) -> Result<Vec<i64>, StoreError> {
+    match (reply, count) {
         (redis::Value::Int(taken), 0) => Ok(vec![taken]),
         (redis::Value::Int(n), 1) if n >= 0 => Ok(vec![1, n]),
         (redis::Value::Int(n), 1) => Ok(vec![0, -1 - n]),
