@@ -65,8 +65,8 @@ pub use memory::MemoryRateLimitStore;
 pub use redis::RedisRateLimitStore;
 pub use store::{Decision, NoopRateLimitStore, RateLimitStore};
 pub use tokens::{
-    CappedDecision, Correction, MemoryTokenBudgetStore, NoopTokenBudgetStore, TokenBudget,
-    TokenBudgetStore, TokenDecision,
+    CappedDecision, Correction, Counting, MemoryTokenBudgetStore, NoopTokenBudgetStore,
+    RequestCount, TokenBudget, TokenBudgetStore, TokenDecision,
 };
 #[cfg(feature = "redis")]
 pub use tokens_redis::RedisTokenBudgetStore;

@@ -53,13 +53,18 @@ return out
 /// cannot expire (0: none).
 ///
 /// A value is the TAT and that time as two little-endian doubles (16 bytes, exact below 2^53
-/// µs); a value of another length is taken for none. The lines are put in each script's text
+/// µs), then, on a key whose org or token also has a tokens-per-minute limit, that bucket's TAT
+/// (8 more, written by the token script), which is kept in `rest` for [`WRITE_TAT`] to put
+/// back; a shorter value is taken for none. The lines are put in each script's text
 /// rather than called as Lua functions: a script's `local function` is a new closure at every
 /// call, which Redis then collects (about 800 instructions a call for two).
 pub(super) const READ_TAT: &str = r"
-  local tat, until_us = nil, 0
+  local tat, until_us, rest = nil, 0, nil
   local v = redis.call('GET', key)
-  if v and #v == 16 then tat, until_us = struct.unpack('<dd', v) end
+  if v and #v >= 16 then
+    tat, until_us = struct.unpack('<dd', v)
+    if #v > 16 then rest = string.sub(v, 17) end
+  end
 ";
 
 /// Lua, in place of each `--[[WRITE_TAT]]` line: stores `new_tat` in `key`, read with
@@ -71,9 +76,13 @@ pub(super) const READ_TAT: &str = r"
 /// instructions, against 5,000 for `SET ... KEEPTTL`.
 pub(super) const WRITE_TAT: &str = r"
   if new_tat <= until_us then
-    redis.call('SET', key, struct.pack('<dd', new_tat, until_us), 'KEEPTTL')
+    local value = struct.pack('<dd', new_tat, until_us)
+    if rest then value = value .. rest end
+    redis.call('SET', key, value, 'KEEPTTL')
   else
-    redis.call('PSETEX', key, '120000', struct.pack('<dd', new_tat, now + 119000000))
+    local value = struct.pack('<dd', new_tat, now + 119000000)
+    if rest then value = value .. rest end
+    redis.call('PSETEX', key, '120000', value)
   end
 ";
 
@@ -103,7 +112,7 @@ if not tat then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local new_tat = tat - tonumber(ARGV[1])
-if new_tat <= now then
+if new_tat <= now and not rest then
   redis.call('DEL', key)
 else
   --[[WRITE_TAT]]

@@ -45,6 +45,7 @@ use uuid::Uuid;
 
 use super::caps::{self, CapCharge, CapState, MemoryCaps, SpendCap};
 use super::layer::openai_duration;
+use super::store::Decision;
 use crate::error::{ApiError, ErrorCode};
 use crate::store::{StoreError, StoreFuture};
 
@@ -215,6 +216,29 @@ pub struct Correction {
     pub caps: Vec<CapCharge>,
 }
 
+/// The requests a call counts against the rate limits when its reservation counts them too
+/// (see [`TokenBudgetStore::reserve_counting`]): its org's, and its token's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCount {
+    /// The org counted against.
+    pub org_id: Uuid,
+    /// The org's requests per minute.
+    pub limit: u32,
+    /// The token and its own requests per minute, when it has a limit of its own.
+    pub token: Option<(Uuid, u32)>,
+}
+
+/// What [`TokenBudgetStore::reserve_counting`] answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counting {
+    /// The request's decision: the stricter of the org's and the token's. `None` when nothing
+    /// was counted: a cap's counter is missing (`reserved` says which), and the call is asked
+    /// again once it is seeded.
+    pub requests: Option<Decision>,
+    /// The reservation's, unless a request was refused (then nothing was reserved).
+    pub reserved: Option<CappedDecision>,
+}
+
 /// Where token allowances live. Both calls are atomic over every bucket a budget names.
 pub trait TokenBudgetStore: Send + Sync + 'static {
     /// Takes `tokens` from every limited bucket of `budget`, or from none when one cannot
@@ -275,6 +299,33 @@ pub trait TokenBudgetStore: Send + Sync + 'static {
             self.correct(corrections),
             self.reserve_capped(budget, tokens, caps),
         )
+    }
+
+    /// Whether [`reserve_counting`](TokenBudgetStore::reserve_counting) counts requests; the
+    /// default does not.
+    fn counts_requests(&self) -> bool {
+        false
+    }
+
+    /// Counts one request against `requests`' limits as the rate limiter would (each on its
+    /// own, kept when allowed), then, when every one is allowed, reserves as
+    /// [`reserve_correcting`](TokenBudgetStore::reserve_correcting); the corrections are made
+    /// either way. One atomic step: a call under a token limit or a budget pays the store one
+    /// round trip for its request and its reservation. The Redis store counts the requests in
+    /// the keys a [`RedisRateLimitStore`](super::RedisRateLimitStore) of the same prefix keeps;
+    /// a store that counts no requests ([`counts_requests`](Self::counts_requests) false) fails.
+    fn reserve_counting(
+        &self,
+        requests: RequestCount,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<Counting> {
+        let _ = (requests, corrections, budget, tokens, caps);
+        Box::pin(std::future::ready(Err(StoreError::new(
+            "this store counts no requests",
+        ))))
     }
 
     /// Settles `corrections`, those of one org in one step where the store can.
@@ -360,6 +411,21 @@ impl<S: TokenBudgetStore + ?Sized> TokenBudgetStore for Arc<S> {
 
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
         (**self).correct(corrections)
+    }
+
+    fn counts_requests(&self) -> bool {
+        (**self).counts_requests()
+    }
+
+    fn reserve_counting(
+        &self,
+        requests: RequestCount,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<Counting> {
+        (**self).reserve_counting(requests, corrections, budget, tokens, caps)
     }
 }
 

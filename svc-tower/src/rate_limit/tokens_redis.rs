@@ -9,32 +9,39 @@ use uuid::Uuid;
 
 use super::caps::{CapCharge, CapState, SpendCap};
 use super::redis::{packed, tat_script};
+use super::store::{Decision, Gcra};
 use super::tokens::{
-    Bucket, CappedDecision, Correction, Op, TokenBudget, TokenBudgetStore, TokenDecision, after,
-    apply, in_order,
+    Bucket, CappedDecision, Correction, Counting, Op, RequestCount, TokenBudget, TokenBudgetStore,
+    TokenDecision, after, apply, in_order,
 };
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
-/// Settlements, then a reservation (of nothing, to settle alone), on the Redis clock: the
-/// decision of `tokens::apply` and the spend caps beside it, in one atomic step.
+/// Settlements, then the call's requests (none, to reserve or settle alone), then a
+/// reservation (of nothing, to settle alone), on the Redis clock: the rate limiter's decisions,
+/// the decision of `tokens::apply` and the spend caps beside it, in one atomic step.
 ///
-/// KEYS: the buckets (those the reservation draws on, the org's then the token's, then those
-/// only corrected), then one counter per cap (those the reservation draws on, then those only
-/// corrected). ARGV[1]: the figures, little-endian doubles (see `redis::packed`): how many
-/// bucket keys, the tokens to reserve, per bucket its limit (0: only corrected) and its
-/// correction in µs, and per cap its limit (`-1`: only corrected), its correction, the amount
-/// to reserve, and the TTL in seconds and value a missing counter is seeded with (`-1`: not
-/// seeded, reported missing). Then per cap the decimal string `INCRBY` adds to it: the
-/// correction plus the amount (only the correction for a cap only corrected). Returns `-1`
-/// and the missing caps' indexes (from 0) when a counter is missing without a seed (the
-/// corrections are still made); otherwise whether the reservation was taken (1) or not (0),
-/// each cap's counter before it, and per bucket how far its TAT was ahead of now before it,
-/// in nanoseconds: `tokens::apply` derives every figure of the decision from those, as the
-/// memory store does. A reply of one or two entries comes as a number, as the limiter answers
-/// one key: with no figure (a settlement alone), whether the reservation was taken; with one
-/// (a budget's counter, or one bucket), the figure when the reservation was taken and `-1 -`
-/// it when not. A list costs Redis more to make and to reply with (about 4,500 instructions
-/// for two entries) than the rest of a budget's reservation.
+/// KEYS: the allowance keys (`:req` and `:req:<token_id>`, each holding its request TAT and
+/// its bucket's, see [`WRITE_KEY`]; those the reservation draws on or a request is counted in,
+/// the org's then the token's, then those only corrected), then one counter per cap (those the
+/// reservation draws on, then those only corrected). ARGV[1]: the figures, little-endian
+/// doubles (see `redis::packed`): how many allowance keys, the tokens to reserve, per key its
+/// bucket's limit (0: none, or only corrected), its correction in µs, and the requests per
+/// minute and interval in µs of the request counted in it (0 and 0: none), and per cap its
+/// limit (`-1`: only corrected), its correction, the amount to reserve, and the TTL in seconds
+/// and value a missing counter is seeded with (`-1`: not seeded, reported missing). After the
+/// figures, per cap the decimal string `INCRBY` adds to it, ended by a zero byte: the
+/// correction plus the amount (only the correction for a cap only corrected).
+///
+/// Returns `-1` and the missing caps' indexes (from 0) when a counter is missing without a
+/// seed (the corrections are still made, no request is counted); otherwise whether the
+/// reservation was taken (1) or not (0), each cap's counter before it, and per key how far
+/// its request TAT is ahead of now as the rate limiter answers it (when a request is counted
+/// in it: refused, it refuses the reservation) and how far its bucket's TAT was ahead of now
+/// before it, in nanoseconds (when it has a limit): `tokens::apply` derives every figure of
+/// the decision from those, as the memory store does. Without a request, a reply of one or
+/// two entries comes as a number, as the limiter answers one key: with no figure (a
+/// settlement alone), whether the reservation was taken; with one (a budget's counter, or one
+/// bucket), the figure when the reservation was taken and `-1 -` it when not.
 ///
 /// A correction is made as a settlement alone makes it, whatever the reservation's fate: a
 /// bucket moves by it (never beyond one window either way), a counter too (never below zero),
@@ -58,13 +65,19 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
 local f = ARGV[1]
 local nb, a = struct.unpack('<dd', f)
-local c0 = 17 + 16 * nb
+local c0 = 17 + 32 * nb
+local adds = c0 + 40 * (#KEYS - nb)
 local out = {1, nil, nil, nil}
-local missing
+local missing, asked
 for j = 1, #KEYS - nb do
   local key = KEYS[nb + j]
   local limit, corr, amount, ttl, seed = struct.unpack('<ddddd', f, c0 + 40 * (j - 1))
-  local add = ARGV[1 + j]
+  local add
+  if j == #KEYS - nb then
+    add = string.sub(f, adds, -2)
+  else
+    add, adds = struct.unpack('s', f, adds)
+  end
   if limit == -1 then
     local v = redis.call('INCRBY', key, add)
     if v == corr then
@@ -111,51 +124,69 @@ for j = 1, #KEYS - nb do
   end
 end
 if missing then out[1] = 0 end
-local now, buckets
+local now, more
+local taken = out[1] == 1
 if nb > 0 then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
-  local first = #out
   for i = 1, nb do
-    local limit, corr = struct.unpack('<dd', f, 1 + 16 * i)
+    local limit, corr, rlimit, rinterval = struct.unpack('<dddd', f, 32 * i - 15)
     local key = KEYS[i]
-    --[[READ_TAT]]
+    local rtat, until_us, tat = nil, 0, nil
+    local v = redis.call('GET', key)
+    if v then
+      if #v == 24 then
+        rtat, until_us, tat = struct.unpack('<ddd', v)
+      elseif #v == 16 then
+        rtat, until_us = struct.unpack('<dd', v)
+      end
+    end
     if not tat or tat < now then tat = now end
     local base = tat + corr
     if base > now + 60000000 then base = now + 60000000 end
     if base < now then base = now end
+    -- A request counted against the key's own allowance, as the rate limiter counts it: on
+    -- its own, kept when allowed whatever else refuses the call.
+    local rnew = false
+    if rlimit > 0 and not missing then
+      if not rtat or rtat < now then rtat = now end
+      rnew = rtat + rinterval
+      local ahead
+      if rnew > now + rinterval * rlimit then
+        out[1] = 0
+        ahead = now - rtat - 1
+        rnew = false
+      else
+        ahead = rnew - now
+      end
+      out[#out + 1] = ahead
+      asked = true
+    end
     local new = false
     if limit > 0 then
       local take = a
       if take > limit then take = limit end
       new = base + take * 60000000 / limit
       if new > now + 60000000 then out[1] = 0 end
-      out[first + i] = (base - now) * 1000
+      out[#out + 1] = (base - now) * 1000
     end
-    -- Per bucket: its TAT corrected, after the reservation (false: none), the expiry's time,
-    -- and whether it was corrected.
-    if buckets then
-      local k = 4 * i - 4
-      buckets[k + 1], buckets[k + 2], buckets[k + 3], buckets[k + 4] = base, new, until_us, corr ~= 0
+    -- The last key decides whether the reservation is taken: it is written at once, and the
+    -- keys before it, kept in one table (made by its constructor) until then, after it.
+    if i < nb then
+      local k = 7 * i - 7
+      if more then
+        more[k + 1], more[k + 2], more[k + 3], more[k + 4], more[k + 5], more[k + 6], more[k + 7] = key, base, new, until_us, corr ~= 0, rnew, rtat
+      else
+        more = {key, base, new, until_us, corr ~= 0, rnew, rtat}
+      end
     else
-      buckets = {base, new, until_us, corr ~= 0}
-    end
-  end
-end
-local taken = out[1] == 1
-for i = 1, nb do
-  local new_tat
-  if taken and buckets[4 * i - 2] then
-    new_tat = buckets[4 * i - 2]
-  elseif buckets[4 * i] then
-    new_tat = buckets[4 * i - 3]
-  end
-  if new_tat then
-    local key, until_us = KEYS[i], buckets[4 * i - 1]
-    if new_tat > now then
-      --[[WRITE_TAT]]
-    else
-      redis.call('DEL', key)
+      taken = out[1] == 1
+      local corrected = corr ~= 0
+      --[[WRITE_KEY]]
+      for k = 0, 7 * nb - 14, 7 do
+        local key, base, new, until_us, corrected, rnew, rtat = more[k + 1], more[k + 2], more[k + 3], more[k + 4], more[k + 5], more[k + 6], more[k + 7]
+        --[[WRITE_KEY]]
+      end
     end
   end
 end
@@ -173,19 +204,47 @@ if not taken then
 end
 if missing then return missing end
 if #out == 1 then return out[1] end
-if #out == 2 then
+if #out == 2 and not asked then
   if taken then return out[2] end
   return -1 - out[2]
 end
 return out
 ";
-    tat_script(script)
+    tat_script(&script.replace("--[[WRITE_KEY]]", WRITE_KEY))
 });
 
+/// Lua, in place of each `--[[WRITE_KEY]]` line of [`SCRIPT`]: writes the allowance `key` after
+/// the call, when anything in it moved (its bucket by the reservation taken or a correction,
+/// its request by being counted). The key holds the request's TAT, the time before which the
+/// key cannot expire and the bucket's TAT, as three little-endian doubles: the rate limiter
+/// reads the first two as its own value and keeps the third (see `redis::READ_TAT`). Both TATs
+/// are kept as the limiter keeps its one: in place while neither passes that time, else with
+/// an expiry two minutes from now; a key whose TATs are both past is deleted (a whole
+/// allowance and a full bucket are what no key means).
+const WRITE_KEY: &str = r"
+  if (taken and new) or corrected or rnew then
+    local tat = (taken and new) or base
+    local r = rnew or rtat or 0
+    local last = tat
+    if r > last then last = r end
+    if last <= now then
+      if until_us > 0 then redis.call('DEL', key) end
+    elseif last <= until_us then
+      redis.call('SET', key, struct.pack('<ddd', r, until_us, tat), 'KEEPTTL')
+    else
+      redis.call('PSETEX', key, '120000', struct.pack('<ddd', r, now + 119000000, tat))
+    end
+  end
+";
+
 /// Token allowances in Redis, shared by every replica: one round trip per reservation and
-/// per settlement, or per reservation alone when it carries its org's settlements. Keys:
-/// `{prefix}svc:{<org_id>}:tok` for the org and `{prefix}svc:{<org_id>}:tok:<token_id>` for a
-/// token, each expiring once its bucket is full again, at most two minutes after its last write.
+/// per settlement, or per reservation alone when it carries its org's settlements, or one for
+/// the request and the reservation together ([`TokenBudgetStore::reserve_counting`]). A bucket
+/// lives beside the request allowance of its org or token, in the key the rate limiter counts
+/// requests in, `{prefix}svc:{<org_id>}:req` and `{prefix}svc:{<org_id>}:req:<token_id>`: one
+/// key is read and written for both. Each expires once its allowance is whole and its bucket
+/// full again, at most two minutes after its last write. Earlier builds kept buckets in `:tok`
+/// keys of their own; during a rolling upgrade from one, each build counts tokens in its own.
 #[derive(Debug, Clone)]
 pub struct RedisTokenBudgetStore {
     pool: RedisPool,
@@ -201,42 +260,56 @@ impl RedisTokenBudgetStore {
         }
     }
 
-    /// One script: `owed` (corrections of `budget`'s org), then a reservation of `tokens` from
-    /// `budget`'s limited buckets and from `caps`.
+    /// One script: `owed` (corrections of `budget`'s org), then `requests`, then a reservation
+    /// of `tokens` from `budget`'s limited buckets and from `caps`.
     fn run(
         &self,
         mut owed: Owed,
         budget: TokenBudget,
         tokens: u64,
         caps: Vec<SpendCap>,
-    ) -> StoreFuture<CappedDecision> {
+        requests: Option<RequestCount>,
+    ) -> StoreFuture<Counting> {
         let pool = self.pool.clone();
         let key = |suffix: &str| org_key(&self.prefix, &budget.org_id, suffix);
         let mut invocation = SCRIPT.prepare_invoke();
-        let reserved: Vec<(u64, String, i64)> = (limited_buckets(&budget).into_iter())
-            .map(|(limit, suffix)| {
-                let correction = owed.take_bucket(&suffix);
-                (limit, suffix, correction)
-            })
-            .collect();
+        // Each allowance key the script reads: its suffix, its bucket's limit (0: none), the
+        // bucket's correction and the request allowance counted in it.
+        let mut allowances: Vec<(String, u64, i64, Option<Gcra>)> = (limited_buckets(&budget)
+            .into_iter())
+        .map(|(limit, suffix)| {
+            let correction = owed.take_bucket(&suffix);
+            (suffix, limit, correction, None)
+        })
+        .collect();
+        let asked = (requests.into_iter()).flat_map(|r| {
+            let token = (r.token).map(|(id, limit)| (format!("{ALLOWANCE}:{id}"), limit));
+            std::iter::once((ALLOWANCE.to_owned(), r.limit)).chain(token)
+        });
+        for (suffix, limit) in asked {
+            let gcra = Some(Gcra::new(limit));
+            match allowances.iter_mut().find(|a| a.0 == suffix) {
+                Some(allowance) => allowance.3 = gcra,
+                None => {
+                    let correction = owed.take_bucket(&suffix);
+                    allowances.push((suffix, 0, correction, gcra));
+                }
+            }
+        }
         // A bucket only corrected, by less than a µs, is not worth a write.
-        let corrected: Vec<(String, i64)> = (owed.buckets.drain(..))
-            .map(|(suffix, moved)| (suffix, micros(moved)))
-            .filter(|(_, correction)| *correction != 0)
-            .collect();
-        let buckets = reserved.len() + corrected.len();
-        let mut numbers = vec![buckets as f64, tokens as f64];
-        let mut limits = Vec::with_capacity(reserved.len());
-        for (limit, suffix, correction) in reserved {
-            invocation.key(key(&suffix));
-            numbers.extend([limit as f64, correction as f64]);
-            limits.push(limit);
+        let corrected = (owed.buckets.drain(..))
+            .map(|(suffix, moved)| (suffix, 0, micros(moved), None))
+            .filter(|(_, _, correction, _)| *correction != 0);
+        allowances.extend(corrected);
+        let mut numbers = vec![allowances.len() as f64, tokens as f64];
+        for (suffix, limit, correction, gcra) in &allowances {
+            invocation.key(key(suffix));
+            let (requests, interval) =
+                gcra.map_or((0.0, 0.0), |g| (g.limit() as f64, g.interval_us() as f64));
+            numbers.extend([*limit as f64, *correction as f64, requests, interval]);
         }
-        for (suffix, correction) in corrected {
-            invocation.key(key(&suffix));
-            numbers.extend([0.0, correction as f64]);
-        }
-        // What INCRBY adds to each counter, as the string it goes to Redis as.
+        // What INCRBY adds to each counter, as the string it goes to Redis as: after the
+        // figures, each ended by a zero byte.
         let mut adds = Vec::with_capacity(caps.len() + owed.caps.len());
         let counted = caps.len();
         let mut sent = Vec::with_capacity(counted);
@@ -256,13 +329,20 @@ impl RedisTokenBudgetStore {
             numbers.extend([-1.0, correction as f64, 0.0, 0.0, -1.0]);
             adds.push(correction);
         }
-        invocation.arg(&packed(&numbers)[..]);
+        let mut argument = packed(&numbers);
         for add in adds {
-            invocation.arg(add);
+            argument.extend_from_slice(add.to_string().as_bytes());
+            argument.push(0);
         }
+        invocation.arg(argument);
+        let shape: Vec<(u64, Option<Gcra>)> = (allowances.into_iter())
+            .map(|(_, limit, _, gcra)| (limit, gcra))
+            .collect();
+        let asked = shape.iter().filter(|(_, gcra)| gcra.is_some()).count();
+        let count = counted + shape.iter().filter(|(limit, _)| *limit > 0).count() + asked;
         Box::pin(async move {
-            let reply = figures(pool.invoke(&invocation).await?, counted + limits.len())?;
-            decode(&reply, budget, tokens, &limits, &sent, counted)
+            let reply = figures(pool.invoke(&invocation).await?, count, asked > 0)?;
+            decode(&reply, budget, tokens, &shape, &sent, counted)
         })
     }
 
@@ -273,7 +353,7 @@ impl RedisTokenBudgetStore {
         budget: TokenBudget,
         tokens: u64,
     ) -> StoreFuture<TokenDecision> {
-        let run = self.run(owed, budget, tokens, Vec::new());
+        let run = self.reserve_only(owed, budget, tokens, Vec::new());
         Box::pin(async move {
             match run.await? {
                 CappedDecision::Counted { tokens, .. } => Ok(tokens),
@@ -282,8 +362,20 @@ impl RedisTokenBudgetStore {
         })
     }
 
+    /// [`run`](Self::run) with no request to count.
+    fn reserve_only(
+        &self,
+        owed: Owed,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<CappedDecision> {
+        let run = self.run(owed, budget, tokens, caps, None);
+        Box::pin(async move { run.await?.reserved.ok_or_else(unexpected) })
+    }
+
     /// `corrections` in one script per org.
-    fn correct_by_org(&self, corrections: Vec<Correction>) -> Vec<StoreFuture<CappedDecision>> {
+    fn correct_by_org(&self, corrections: Vec<Correction>) -> Vec<StoreFuture<Counting>> {
         let mut by_org: Vec<(Uuid, Owed)> = Vec::new();
         for correction in &corrections {
             let org = correction.budget.org_id;
@@ -305,7 +397,7 @@ impl RedisTokenBudgetStore {
                     token_id: Uuid::nil(),
                     token_limit: None,
                 };
-                self.run(owed, nothing, 0, Vec::new())
+                self.run(owed, nothing, 0, Vec::new(), None)
             })
             .collect()
     }
@@ -374,7 +466,7 @@ impl Owed {
 /// value format takes a new name.
 ///
 /// [`RedisRateLimitStore`]: super::RedisRateLimitStore
-const ALLOWANCE: &str = "tok";
+const ALLOWANCE: &str = "req";
 
 /// The limit and key suffix of each bucket `budget` draws on: the org's, then the token's.
 fn limited_buckets(budget: &TokenBudget) -> Vec<(u64, String)> {
@@ -406,51 +498,73 @@ fn unexpected() -> StoreError {
 }
 
 /// The script's reply as the list it stands for, of `count` figures after the decision: with
-/// none or one, it comes as a number (see [`SCRIPT`]).
-fn figures(reply: redis::Value, count: usize) -> Result<Vec<i64>, StoreError> {
+/// none, or one and no request `asked`, it comes as a number (see [`SCRIPT`]).
+fn figures(reply: redis::Value, count: usize, asked: bool) -> Result<Vec<i64>, StoreError> {
     match (reply, count) {
         (redis::Value::Int(taken), 0) => Ok(vec![taken]),
-        (redis::Value::Int(n), 1) if n >= 0 => Ok(vec![1, n]),
-        (redis::Value::Int(n), 1) => Ok(vec![0, -1 - n]),
+        (redis::Value::Int(n), 1) if n >= 0 && !asked => Ok(vec![1, n]),
+        (redis::Value::Int(n), 1) if !asked => Ok(vec![0, -1 - n]),
         (other, _) => redis::from_redis_value(&other).map_err(|_| unexpected()),
     }
 }
 
-/// The script's reply to a reservation of `tokens` from buckets of `limits` and caps `sent`
-/// (limit and amount of each) out of `counted`.
+/// The script's reply to a reservation of `tokens` from allowance keys of `shape` (each key's
+/// bucket limit, 0 for none, and the request allowance counted in it) and caps `sent` (limit
+/// and amount of each) out of `counted`.
 fn decode(
     reply: &[i64],
     budget: TokenBudget,
     tokens: u64,
-    limits: &[u64],
+    shape: &[(u64, Option<Gcra>)],
     sent: &[(i64, i64)],
     counted: usize,
-) -> Result<CappedDecision, StoreError> {
+) -> Result<Counting, StoreError> {
     let count = |v: i64| u64::try_from(v).unwrap_or(0);
     if let Some((-1, missing)) = reply.split_first() {
         let missing = missing.iter().map(|i| usize::try_from(*i).unwrap_or(0));
-        return Ok(CappedDecision::Missing(missing.collect()));
+        return Ok(Counting {
+            requests: None,
+            reserved: Some(CappedDecision::Missing(missing.collect())),
+        });
     }
     let [taken, rest @ ..] = reply else {
         return Err(unexpected());
     };
-    if rest.len() != counted + limits.len() {
+    let taken = *taken == 1;
+    let Some((counters, mut figures)) = rest.split_at_checked(counted) else {
+        return Err(unexpected());
+    };
+    // Each key's figures in turn: its request's, then its bucket's.
+    let mut next = || {
+        let (first, rest) = figures.split_first().ok_or_else(unexpected)?;
+        figures = rest;
+        Ok::<i64, StoreError>(*first)
+    };
+    let mut requests: Option<Decision> = None;
+    let mut buckets = Vec::with_capacity(shape.len());
+    for (limit, gcra) in shape {
+        if let Some(gcra) = gcra {
+            let decision = gcra.answer(next()?);
+            requests = Some(requests.map_or(decision, |before| decision.stricter(before)));
+        }
+        if *limit > 0 {
+            // The TAT as far ahead of a `now` of 0 as the script found it, in µs.
+            let tat = next()? as f64 / 1_000.0;
+            buckets.push(Bucket { limit: *limit, tat });
+        }
+    }
+    if !figures.is_empty() {
         return Err(unexpected());
     }
-    let taken = *taken == 1;
-    let (counters, aheads) = rest.split_at(counted);
-    let tokens = if limits.is_empty() {
+    if requests.is_some_and(|decision| !decision.allowed) {
+        return Ok(Counting {
+            requests,
+            reserved: None,
+        });
+    }
+    let tokens = if buckets.is_empty() {
         budget.unmetered()
     } else {
-        // Each TAT as far ahead of a `now` of 0 as the script found it, in µs.
-        let buckets: Vec<Bucket> = limits
-            .iter()
-            .zip(aheads)
-            .map(|(limit, ahead)| Bucket {
-                limit: *limit,
-                tat: *ahead as f64 / 1_000.0,
-            })
-            .collect();
         let (decision, _) = apply(&buckets, Op::Reserve(tokens), 0.0);
         if decision.allowed && !taken {
             // The buckets had room but a cap refused: nothing was taken from them.
@@ -478,7 +592,10 @@ fn decode(
             }
         })
         .collect();
-    Ok(CappedDecision::Counted { tokens, caps })
+    Ok(Counting {
+        requests,
+        reserved: Some(CappedDecision::Counted { tokens, caps }),
+    })
 }
 
 impl TokenBudgetStore for RedisTokenBudgetStore {
@@ -542,11 +659,34 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
                 caps: Vec::new(),
             })));
         }
-        after(self.correct(others), self.run(owed, budget, tokens, caps))
+        after(
+            self.correct(others),
+            self.reserve_only(owed, budget, tokens, caps),
+        )
     }
 
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
         in_order(self.correct_by_org(corrections))
+    }
+
+    fn counts_requests(&self) -> bool {
+        true
+    }
+
+    /// The request's allowances are read and written in the keys the org's and the token's
+    /// buckets share with them, so a call under a token limit or a budget is one script.
+    fn reserve_counting(
+        &self,
+        requests: RequestCount,
+        corrections: Vec<Correction>,
+        budget: TokenBudget,
+        tokens: u64,
+        caps: Vec<SpendCap>,
+    ) -> StoreFuture<Counting> {
+        let (own, others): (Vec<Correction>, Vec<Correction>) =
+            (corrections.into_iter()).partition(|c| c.budget.org_id == budget.org_id);
+        let run = self.run(Owed::of(&own), budget, tokens, caps, Some(requests));
+        after(self.correct(others), run)
     }
 }
 
@@ -612,8 +752,8 @@ mod tests {
         let refused = store.reserve(budget, 80).await.unwrap();
         assert_eq!((refused.allowed, refused.limit), (false, 100));
         for key in [
-            format!("{prefix}svc:{{{org}}}:tok"),
-            format!("{prefix}svc:{{{org}}}:tok:{token}"),
+            format!("{prefix}svc:{{{org}}}:req"),
+            format!("{prefix}svc:{{{org}}}:req:{token}"),
         ] {
             let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
             assert!((1..=120_000).contains(&ttl_ms), "{key}: {ttl_ms}");
@@ -672,8 +812,8 @@ mod tests {
             }
             // A bucket without a limit is never written.
             for (limit, suffix) in [
-                (org_limit, "tok".to_owned()),
-                (token_limit, format!("tok:{token}")),
+                (org_limit, "req".to_owned()),
+                (token_limit, format!("req:{token}")),
             ] {
                 let exists: i64 = pool
                     .query(redis::cmd("EXISTS").arg(format!("{prefix}svc:{{{org}}}:{suffix}")))
@@ -949,6 +1089,112 @@ mod tests {
         assert_eq!((caps[0].fits, caps[0].spent), (true, 0));
     }
 
+    /// A request counted with its reservation is counted as the rate limiter counts it (the
+    /// org's and the token's each on its own) and the reservation made as on its own, only
+    /// when the request is allowed: the memory stores' decisions in two steps, for an org
+    /// alone and with a token's own limit, with and without a token limit, under a budget.
+    #[tokio::test]
+    async fn a_request_counted_with_its_reservation_counts_as_two_steps_in_memory() {
+        use super::super::memory::MemoryRateLimitStore;
+        use super::super::store::RateLimitStore;
+        use super::super::tokens::MemoryTokenBudgetStore;
+        let (store, _, _) = store();
+        let (limiter, memory) = (MemoryRateLimitStore::new(), MemoryTokenBudgetStore::new());
+        for (token_rpm, tpm) in [
+            (None, Some(1_000)),
+            (Some(2), None),
+            (Some(3), Some(700)),
+            (None, None),
+        ] {
+            let (org, token) = (Uuid::new_v4(), Uuid::new_v4());
+            let requests = RequestCount {
+                org_id: org,
+                limit: 4,
+                token: token_rpm.map(|limit| (token, limit)),
+            };
+            let budget = TokenBudget {
+                org_id: org,
+                org_limit: tpm,
+                token_id: token,
+                token_limit: None,
+            };
+            let mut refused = 0;
+            for call in 0..6 {
+                let caps = || vec![cap("c", 10_000, 300, Some(0))];
+                let counted = store
+                    .reserve_counting(requests, Vec::new(), budget, 300, caps())
+                    .await
+                    .unwrap();
+                let expected = match token_rpm {
+                    Some(limit) => {
+                        let both = limiter.check_with_token(org, 4, token, limit).await;
+                        let (org, token) = both.unwrap();
+                        token.stricter(org)
+                    }
+                    None => limiter.check(org, 4).await.unwrap(),
+                };
+                let what = format!("{requests:?} {budget:?} call {call}");
+                let decision = counted.requests.expect("counted");
+                assert_eq!(
+                    (decision.allowed, decision.limit, decision.remaining),
+                    (expected.allowed, expected.limit, expected.remaining),
+                    "{what}"
+                );
+                if expected.allowed {
+                    let in_memory = memory.reserve_capped(budget, 300, caps()).await.unwrap();
+                    assert_alike(
+                        counted.reserved.as_ref().expect("reserved"),
+                        &in_memory,
+                        &what,
+                    );
+                } else {
+                    refused += 1;
+                    assert_eq!(counted.reserved, None, "{what}");
+                }
+            }
+            assert!(refused > 0, "{requests:?}: some request is refused");
+            // What a refused request would have reserved was not: the counters agree.
+            let spent = || vec![cap("c", 10_000, 0, Some(0))];
+            let in_redis = store.reserve_capped(budget, 0, spent()).await.unwrap();
+            let in_memory = memory.reserve_capped(budget, 0, spent()).await.unwrap();
+            assert_alike(&in_redis, &in_memory, &format!("{requests:?} after"));
+        }
+    }
+
+    /// The request's TAT and the bucket's share one key: the rate limiter alone, its refund
+    /// (even one that gives the allowance back whole) and a reservation alone each keep the
+    /// other's.
+    #[tokio::test]
+    async fn the_limiter_and_a_reservation_keep_each_others_tat_in_their_key() {
+        use super::super::redis::RedisRateLimitStore;
+        use super::super::store::RateLimitStore;
+        let (store, pool, prefix) = store();
+        let limiter = RedisRateLimitStore::new(pool.clone(), prefix.clone());
+        let org = Uuid::new_v4();
+        let budget = TokenBudget::org(org, 1_000);
+        assert!(store.reserve(budget, 600).await.unwrap().allowed);
+        assert_eq!(limiter.check(org, 3).await.unwrap().remaining, 2);
+        limiter.refund(org, 3).await.unwrap();
+        let tokens = store.reserve(budget, 300).await.unwrap();
+        assert!(tokens.allowed, "{tokens:?}");
+        assert!((95..=110).contains(&tokens.remaining), "{tokens:?}");
+        let requests = RequestCount {
+            org_id: org,
+            limit: 3,
+            token: None,
+        };
+        let counted = (store.reserve_counting(requests, Vec::new(), budget, 50, Vec::new()))
+            .await
+            .unwrap();
+        assert_eq!(counted.requests.map(|d| d.remaining), Some(2));
+        assert_eq!(limiter.check(org, 3).await.unwrap().remaining, 1);
+        let left = store.reserve(budget, 0).await.unwrap();
+        assert!((45..=60).contains(&left.remaining), "{left:?}");
+        let key = format!("{prefix}svc:{{{org}}}:req");
+        let ttl_ms: i64 = pool.query(redis::cmd("PTTL").arg(&key)).await.unwrap();
+        assert!((1..=120_000).contains(&ttl_ms), "{key}: {ttl_ms}");
+    }
+
     /// Whether two token decisions agree; the remaining tokens refill by each store's clock
     /// between the two calls, so within one.
     fn same(r: TokenDecision, m: TokenDecision) -> bool {
@@ -1006,7 +1252,7 @@ mod tests {
             .unwrap();
         assert_eq!(missing, CappedDecision::Missing(vec![0]));
         let tpm: Option<String> = pool
-            .query(redis::cmd("GET").arg(format!("{prefix}svc:{{{org}}}:tok")))
+            .query(redis::cmd("GET").arg(format!("{prefix}svc:{{{org}}}:req")))
             .await
             .unwrap();
         assert_eq!(tpm, None, "a missing cap takes no tokens");
