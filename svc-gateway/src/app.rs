@@ -286,6 +286,12 @@ impl Gateway {
         &self.metrics
     }
 
+    /// Whether the token store counts requests in the keys the rate limiter does: both are
+    /// this gateway's own, in one Redis.
+    fn counts_with_reservation(&self) -> bool {
+        self.redis.is_some() && self.rate_limit.is_none() && self.token_budget.is_none()
+    }
+
     /// The per-org limiter: shared in Redis, or a no-op without `REDIS_URL`.
     fn rate_limit_store(&self) -> Arc<dyn RateLimitStore> {
         if let Some(store) = &self.rate_limit {
@@ -387,6 +393,17 @@ impl Gateway {
         let early_rate_limit = rate_limit.early();
         let idempotency = self.idempotency();
         let accounting = self.accounting();
+        // A provider call that will reserve tokens or money counts its request in the same
+        // script as its reservation, once its body is parsed: one script per call, not two.
+        // Not a call with an Idempotency-Key: a replay reserves nothing, yet counts.
+        let provider_rate_limit = if self.counts_with_reservation() {
+            let metered = accounting.clone();
+            rate_limit.clone().count_later_when(move |org, headers| {
+                !headers.contains_key(&crate::validate::IDEMPOTENCY_KEY) && metered.meters(org)
+            })
+        } else {
+            rate_limit.clone()
+        };
 
         // A provider-backed route, outermost first. `route_layer`, so a wrong method is a 405
         // before any authentication.
@@ -422,8 +439,9 @@ impl Gateway {
                         // The route's permission: a 403 costs no Redis round trip and no provider.
                         .layer(permission)
                         // The limit is per org, known only after authentication; it runs before
-                        // the body is parsed, so a refused request costs one Redis round trip.
-                        .layer(rate_limit.clone()),
+                        // the body is parsed, so a refused request costs one Redis round trip,
+                        // unless its count waits for the reservation (above).
+                        .layer(provider_rate_limit.clone()),
                 )
         };
         let chat = provider_route(

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use axum::http::request::Parts;
 use svc_tower::context::OrgContext;
+use svc_tower::rate_limit::CountLater;
 use svc_tower::request_id::{RequestId, TraceId};
 use svc_tower::trace_context::TraceParent;
 
@@ -34,6 +35,8 @@ pub struct Call {
     pub credential: Option<Credential>,
     /// When the handler started on it.
     pub started: Instant,
+    /// The request's rate-limit count, when `OrgRateLimit` left it to the call's reservation.
+    pub count_later: Option<CountLater>,
 }
 
 impl Call {
@@ -68,6 +71,7 @@ impl Call {
             session: extensions.get::<SessionId>().cloned(),
             credential,
             started,
+            count_later: extensions.get::<CountLater>().cloned(),
         }
     }
 }

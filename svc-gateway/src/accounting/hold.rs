@@ -32,8 +32,8 @@ use svc_tower::context::{Budget, OrgContext};
 use svc_tower::error::{ApiError, ErrorCode};
 use svc_tower::grpc::GrpcAuthClient;
 use svc_tower::rate_limit::{
-    CapCharge, CapState, CappedDecision, Correction, SpendCap, TokenBudget, TokenBudgetStore,
-    TokenDecision,
+    CapCharge, CapState, CappedDecision, Correction, Counting, SpendCap, TokenBudget,
+    TokenBudgetStore, TokenDecision,
 };
 use uuid::Uuid;
 
@@ -207,17 +207,40 @@ impl Holder {
         (prompt, completion)
     }
 
-    /// Reserves `call`'s tokens and worst-case cost, or says why not.
-    pub async fn hold(&self, call: &Call) -> Result<Hold, Box<ApiError>> {
-        let Some(org) = &call.org else {
-            return Ok(Hold::default());
-        };
-        let budget = TokenBudget {
+    /// The token buckets a call of `org` draws on.
+    fn budget(&self, org: &OrgContext) -> TokenBudget {
+        TokenBudget {
             org_id: org.org_id,
             org_limit: self.org_limit.filter(|_| self.meter_tokens),
             token_id: org.token_id,
             token_limit: org.limits.tokens_per_minute.filter(|_| self.meter_tokens),
+        }
+    }
+
+    /// Whether a call of `org` reserves anything: a token limit or a budget applies.
+    pub fn meters(&self, org: &OrgContext) -> bool {
+        self.budget(org).is_limited() || !org.budgets.is_empty()
+    }
+
+    /// Reserves `call`'s tokens and worst-case cost, or says why not. A request whose
+    /// rate-limit count was left to the call is counted in the same store step as the
+    /// reservation where the store can (one script), else alone before it; over its limit it
+    /// is refused and nothing is reserved.
+    pub async fn hold(&self, call: &Call) -> Result<Hold, Box<ApiError>> {
+        let Some(org) = &call.org else {
+            return Ok(Hold::default());
         };
+        let budget = self.budget(org);
+        let with_reservation = call
+            .count_later
+            .as_ref()
+            .filter(|_| self.store.counts_requests() && self.meters(org));
+        if let Some(later) = &call.count_later
+            && with_reservation.is_none()
+            && !later.count().await
+        {
+            return Err(rate_limited());
+        }
         if !budget.is_limited() && org.budgets.is_empty() {
             return Ok(Hold::default());
         }
@@ -239,14 +262,44 @@ impl Holder {
         let mut seeded = false;
         let mut owed = self.take_owed(org.org_id);
         loop {
-            let reserve = (self.store).reserve_correcting(
-                std::mem::take(&mut owed),
-                budget,
-                tokens,
-                caps.clone(),
-            );
-            let decision = match tokio::time::timeout(self.timeout, reserve).await {
-                Ok(Ok(CappedDecision::Missing(_))) if !seeded => {
+            let owed = std::mem::take(&mut owed);
+            let counting = with_reservation.filter(|later| !later.is_counted());
+            let reserve = match counting {
+                Some(later) => (self.store).reserve_counting(
+                    later.requests(),
+                    owed,
+                    budget,
+                    tokens,
+                    caps.clone(),
+                ),
+                None => {
+                    let reserve =
+                        (self.store).reserve_correcting(owed, budget, tokens, caps.clone());
+                    Box::pin(async move {
+                        Ok(Counting {
+                            requests: None,
+                            reserved: Some(reserve.await?),
+                        })
+                    })
+                }
+            };
+            let outcome = tokio::time::timeout(self.timeout, reserve).await;
+            if let Some(later) = counting {
+                match &outcome {
+                    Ok(Ok(Counting {
+                        requests: Some(decision),
+                        ..
+                    })) => later.counted(Some(*decision)),
+                    // Nothing counted: a counter missing, counted again once seeded.
+                    Ok(Ok(Counting { requests: None, .. })) => {}
+                    // The store failed: the request limit fails open, as the limiter's does.
+                    _ => later.counted(None),
+                }
+            }
+            let outcome = outcome.map(|counted| counted.map(|counted| counted.reserved));
+            let decision = match outcome {
+                Ok(Ok(None)) => return Err(rate_limited()),
+                Ok(Ok(Some(CappedDecision::Missing(_)))) if !seeded => {
                     seeded = true;
                     match self.seeds(call, org).await {
                         Some(seeds) => {
@@ -256,13 +309,13 @@ impl Holder {
                         None => return self.unavailable(budget, prompt, "reading spend"),
                     }
                 }
-                Ok(Ok(CappedDecision::Missing(_))) => {
+                Ok(Ok(Some(CappedDecision::Missing(_)))) => {
                     return self.unavailable(budget, prompt, "rebuilding a counter");
                 }
-                Ok(Ok(CappedDecision::Counted {
+                Ok(Ok(Some(CappedDecision::Counted {
                     tokens: decision,
                     caps: states,
-                })) => (decision, states),
+                }))) => (decision, states),
                 outcome => {
                     let timed_out = outcome.is_err();
                     if org.budgets.is_empty() {
@@ -385,6 +438,11 @@ impl Holder {
         }
         Err(Box::new(ApiError::new(ErrorCode::BudgetUnavailable)))
     }
+}
+
+/// A request over its rate limit; `OrgRateLimit` answers it with the decision's 429.
+fn rate_limited() -> Box<ApiError> {
+    Box::new(ApiError::new(ErrorCode::RateLimited))
 }
 
 /// Seeds every cap with its budget's spend from the ledger.

@@ -5,12 +5,15 @@
 //! The path of a provider-backed request, top to bottom:
 //!
 //! 1. the layers in front authenticate the token (learning its limits and budgets), check the
-//!    agent and the route's permission, and count the request against its org's rate limit;
+//!    agent and the route's permission, and count the request against its org's rate limit,
+//!    or, for a call that will reserve (a token limit or a budget applies, and no
+//!    `Idempotency-Key`), leave that count to step 4 (see [`hold`]);
 //! 2. the handler ([`crate::routes::forward`]) reads the body through the body limit, parses
 //!    and validates it once, and builds the [`Call`];
 //! 3. Idempotency replays a finished answer or claims the key (a replay holds nothing);
 //! 4. [`Accounting::call`] holds the call's estimated tokens and worst-case cost against every
-//!    limit and budget that applies, in one step of the shared store ([`hold`]), or refuses it;
+//!    limit and budget that applies, with its request's count when it was left here, in one
+//!    step of the shared store ([`hold`]), or refuses it;
 //! 5. [`Forward`] calls the provider; its answer's body knows the call's usage;
 //! 6. the answer goes back up in a [`Metered`] body, which settles the hold to the real usage
 //!    and cost and records the call where the body ends, for JSON and SSE alike.
@@ -79,6 +82,11 @@ impl Accounting {
             }),
             forward,
         }
+    }
+
+    /// Whether a call of `org` reserves tokens or money before the provider sees it.
+    pub fn meters(&self, org: &svc_tower::context::OrgContext) -> bool {
+        self.books.holder.meters(org)
     }
 
     /// Holds `call`'s tokens and money, makes it, and answers with a body that settles them.

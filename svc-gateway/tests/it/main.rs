@@ -15,6 +15,7 @@ mod binary;
 mod budgets;
 mod chat;
 mod clients;
+mod counted_with_reservation;
 mod dependency_hygiene;
 mod docs;
 mod e2e_auth_failures;

@@ -15,6 +15,7 @@ use tower::{Layer, Service};
 use uuid::Uuid;
 
 use super::store::{Decision, RateLimitStore};
+use super::tokens::RequestCount;
 use crate::context::OrgContext;
 use crate::store::{StoreError, StoreFuture};
 
@@ -44,6 +45,16 @@ impl Ask {
                 .limits
                 .requests_per_minute
                 .map(|limit| (context.token_id, limit)),
+        }
+    }
+
+    /// What a store counting the request with its reservation counts, against the org's
+    /// `limit` (and the token's own).
+    pub(crate) fn requests(self, limit: u32) -> RequestCount {
+        RequestCount {
+            org_id: self.org_id,
+            limit,
+            token: self.token,
         }
     }
 
@@ -117,7 +128,8 @@ impl Counted {
 /// Authenticated tokens, by a keyed hash of their `Authorization` value.
 pub(crate) struct SeenTokens {
     hasher: RandomState,
-    asks: RwLock<HashMap<u64, Ask>>,
+    /// Each token's ask, and whether its last request's count was left to its handler.
+    asks: RwLock<HashMap<u64, (Ask, bool)>>,
 }
 
 impl fmt::Debug for SeenTokens {
@@ -140,21 +152,22 @@ impl SeenTokens {
         self.hasher.hash_one(authorization.as_bytes())
     }
 
-    fn get(&self, key: u64) -> Option<Ask> {
+    fn get(&self, key: u64) -> Option<(Ask, bool)> {
         let asks = self.asks.read().unwrap_or_else(PoisonError::into_inner);
         asks.get(&key).copied()
     }
 
-    /// Remembers what an authenticated token counts against.
-    pub(crate) fn remember(&self, key: u64, ask: Ask) {
-        if self.get(key) == Some(ask) {
+    /// Remembers what an authenticated token counts against, and whether its request's count
+    /// was left to its handler (its next is then not counted early).
+    pub(crate) fn remember(&self, key: u64, ask: Ask, later: bool) {
+        if self.get(key) == Some((ask, later)) {
             return;
         }
         let mut asks = self.asks.write().unwrap_or_else(PoisonError::into_inner);
         if asks.len() >= MAX_SEEN && !asks.contains_key(&key) {
             asks.clear();
         }
-        asks.insert(key, ask);
+        asks.insert(key, (ask, later));
     }
 
     fn forget(&self, key: u64) {
@@ -260,7 +273,7 @@ where
                 let shared = &self.shared;
                 let key = shared.seen.key(authorization);
                 let slot = match shared.seen.get(key) {
-                    Some(ask) if shared.store.refunds() => {
+                    Some((ask, false)) if shared.store.refunds() => {
                         Slot::Counting(ask, ask.count(&*shared.store, shared.limit))
                     }
                     _ => Slot::Empty,
@@ -359,12 +372,12 @@ enum Slot {
 }
 
 impl Early {
-    /// Remembers the request's token as `ask`'s and takes the decision started for it, if one
-    /// was started for the same ask. A decision for another ask (the token's own limit
-    /// changed) stays, to be given back.
-    pub(crate) fn take(&self, ask: Ask) -> Option<StoreFuture<Counted>> {
+    /// Remembers the request's token as `ask`'s (and whether its count is left to its handler,
+    /// `later`) and takes the decision started for it, if one was started for the same ask. A
+    /// decision for another ask (the token's own limit changed) stays, to be given back.
+    pub(crate) fn take(&self, ask: Ask, later: bool) -> Option<StoreFuture<Counted>> {
         let started = &self.0;
-        started.shared.seen.remember(started.key, ask);
+        started.shared.seen.remember(started.key, ask, later);
         let mut slot = started.lock();
         match &*slot {
             Slot::Counting(early, _) | Slot::Counted(early, _) if *early == ask => {}

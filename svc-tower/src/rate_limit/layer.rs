@@ -12,6 +12,7 @@ use tokio::time::Timeout;
 use tower::{Layer, Service};
 
 use super::early::{Ask, Counted, Early, EarlyRateLimitLayer, SeenTokens, Shared};
+use super::later::{CountLater, Deferral};
 use super::store::{Decision, RateLimitStore};
 use crate::body::ResponseBody;
 use crate::context::OrgContext;
@@ -55,6 +56,7 @@ struct Config {
     timeout: Duration,
     metrics: Option<ProxyMetrics>,
     seen: Arc<SeenTokens>,
+    deferral: Option<Deferral>,
 }
 
 impl<S: fmt::Debug> fmt::Debug for OrgRateLimitLayer<S> {
@@ -79,6 +81,7 @@ impl<S> OrgRateLimitLayer<S> {
                 timeout: DEFAULT_TIMEOUT,
                 metrics: None,
                 seen: Arc::default(),
+                deferral: None,
             }),
         }
     }
@@ -107,6 +110,24 @@ impl<S> OrgRateLimitLayer<S> {
     /// `svc_proxy_store_failures_total{store="rate_limit"}`.
     pub fn metrics(mut self, metrics: ProxyMetrics) -> OrgRateLimitLayer<S> {
         self.config_mut().metrics = Some(metrics);
+        self
+    }
+
+    /// Leaves the count of each request `when` returns true for (given its context and
+    /// head) to its handler, which makes it in the same store step as the call's token
+    /// reservation (see [`CountLater`]): a call under a token limit or a budget then costs the
+    /// store one script, not two. Such a token's next request is not counted early: the
+    /// handler would count it again.
+    pub fn count_later_when<F>(mut self, when: F) -> OrgRateLimitLayer<S>
+    where
+        S: RateLimitStore + Clone,
+        F: Fn(&OrgContext, &HeaderMap) -> bool + Send + Sync + 'static,
+    {
+        let store: Arc<dyn RateLimitStore> = Arc::new(self.store.clone());
+        self.config_mut().deferral = Some(Deferral {
+            when: Arc::new(when),
+            store,
+        });
         self
     }
 
@@ -167,7 +188,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> ResponseFuture<I, ReqBody> {
+    fn call(&mut self, mut request: Request<ReqBody>) -> ResponseFuture<I, ReqBody> {
         let Some(context) = request.extensions().get::<OrgContext>() else {
             return ResponseFuture {
                 state: State::Forward {
@@ -179,14 +200,31 @@ where
         };
         // The clone may not be ready; the service we were polled ready on goes to the future.
         let clone = self.inner.clone();
-        let inner = mem::replace(&mut self.inner, clone);
-        // The decision EarlyRateLimit started for this token's org, else one started now.
+        let mut inner = mem::replace(&mut self.inner, clone);
         let ask = Ask::of(context);
-        let decision = request
-            .extensions()
-            .get::<Early>()
-            .and_then(|early| early.take(ask))
-            .unwrap_or_else(|| ask.count(&self.store, self.config.limit));
+        let deferral = (self.config.deferral.as_ref())
+            .filter(|deferral| (deferral.when)(context, request.headers()));
+        // The decision EarlyRateLimit started for this token's org, else one left to the
+        // handler, else one started now.
+        let early = (request.extensions().get::<Early>())
+            .and_then(|early| early.take(ask, deferral.is_some()));
+        let decision = match (early, deferral) {
+            (Some(decision), _) => decision,
+            (None, Some(deferral)) => {
+                let later = CountLater::new(ask, self.config.limit, deferral, self.config.timeout);
+                request.extensions_mut().insert(later.clone());
+                return ResponseFuture {
+                    state: State::Later {
+                        future: inner.call(request),
+                        later,
+                        recount: None,
+                        response: None,
+                    },
+                    config: self.config.clone(),
+                };
+            }
+            (None, None) => ask.count(&self.store, self.config.limit),
+        };
         let check = tokio::time::timeout(self.config.timeout, decision);
         ResponseFuture {
             state: State::Checking {
@@ -227,6 +265,14 @@ pin_project! {
             #[pin]
             future: I::Future,
             decision: Option<Decision>,
+        },
+        // The count left to the handler; made after it when it did not make it.
+        Later {
+            #[pin]
+            future: I::Future,
+            later: CountLater,
+            recount: Option<Pin<Box<Timeout<StoreFuture<Counted>>>>>,
+            response: Option<I::Response>,
         },
     }
 }
@@ -281,9 +327,65 @@ where
                     }
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
+                StateProj::Later {
+                    future,
+                    later,
+                    recount,
+                    response,
+                } => {
+                    if response.is_none() {
+                        let answered = ready!(future.poll(cx))?;
+                        if let Some(decision) = later.decision() {
+                            return Poll::Ready(Ok(after_handler(this.config, answered, decision)));
+                        }
+                        // Answered without counting (a body refused, say): counted now, and
+                        // over the limit answered 429 instead, as SPEC's order has it.
+                        let (ask, limit) = later.ask();
+                        let count = ask.count(&**later.store(), limit);
+                        *recount = Some(Box::pin(tokio::time::timeout(this.config.timeout, count)));
+                        *response = Some(answered);
+                    }
+                    let Some(counting) = recount.as_mut() else {
+                        unreachable!("a recount starts with the response kept")
+                    };
+                    let decision = match ready!(counting.as_mut().poll(cx)) {
+                        Ok(Ok(counted)) => Some(counted.decision()),
+                        Ok(Err(error)) => {
+                            fail_open(this.config, FailureKind::Error, Some(&error));
+                            None
+                        }
+                        Err(_elapsed) => {
+                            fail_open(this.config, FailureKind::Timeout, None);
+                            None
+                        }
+                    };
+                    later.counted(decision);
+                    let Some(answered) = response.take() else {
+                        unreachable!("the response is kept until the recount ends")
+                    };
+                    return Poll::Ready(Ok(after_handler(this.config, answered, decision)));
+                }
             }
         }
     }
+}
+
+/// The handler's answer with the headers of the decision its request was counted with
+/// (`None`: failed open), or 429 when it was refused.
+fn after_handler<B>(
+    config: &Config,
+    mut response: Response<B>,
+    decision: Option<Decision>,
+) -> Response<ResponseBody<B>> {
+    let decision = decision.unwrap_or_else(|| Decision::unmetered(config.limit));
+    if !decision.allowed {
+        if let Some(metrics) = &config.metrics {
+            metrics.rate_limited();
+        }
+        return rejection(&decision);
+    }
+    set_headers(response.headers_mut(), &decision);
+    response.map(ResponseBody::inner)
 }
 
 fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {

@@ -48,6 +48,7 @@
 
 mod caps;
 mod early;
+mod later;
 mod layer;
 mod memory;
 #[cfg(feature = "redis")]
@@ -59,6 +60,7 @@ mod tokens_redis;
 
 pub use caps::{CapCharge, CapState, SpendCap};
 pub use early::{EarlyFuture, EarlyRateLimit, EarlyRateLimitLayer};
+pub use later::CountLater;
 pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]

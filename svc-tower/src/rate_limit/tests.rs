@@ -777,3 +777,74 @@ async fn a_store_that_cannot_give_back_is_never_asked_early() {
     }
     assert_eq!(store.0.load(Ordering::SeqCst), 3);
 }
+
+/// A handler left the count: it counts the request itself (alone, here), once; one that does
+/// not is counted after it, and over the limit its answer becomes 429. Either way the answer
+/// carries the decision's headers.
+#[tokio::test]
+async fn a_count_left_to_the_handler_is_made_once_by_it_or_after_it() {
+    let store = MemoryRateLimitStore::new();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let seen = handled.clone();
+    let handler = tower::service_fn(move |request: Request<Full<Bytes>>| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let later = request.extensions().get::<CountLater>().cloned();
+            // The handler counts only requests marked so; the others it answers at once.
+            if request.headers().contains_key("x-count") {
+                let later = later.expect("a count left to the handler");
+                if !later.count().await {
+                    return Ok::<_, BoxError>(
+                        Response::builder()
+                            .status(StatusCode::TOO_MANY_REQUESTS)
+                            .body(Full::default())
+                            .unwrap(),
+                    );
+                }
+            }
+            Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }
+    });
+    let service = ServiceBuilder::new()
+        .layer(
+            OrgRateLimitLayer::new(store, 2)
+                .count_later_when(|_, headers| !headers.contains_key("x-now")),
+        )
+        .service(handler);
+    let org = Uuid::new_v4();
+    let asked = |count: bool, now: bool| {
+        let mut request = request(Some(org));
+        if count {
+            request
+                .headers_mut()
+                .insert("x-count", "1".parse().unwrap());
+        }
+        if now {
+            request.headers_mut().insert("x-now", "1".parse().unwrap());
+        }
+        service.clone().oneshot(request)
+    };
+    let first = asked(true, false).await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(header(&first, &X_RATELIMIT_REMAINING).as_deref(), Some("1"));
+    let second = asked(false, false).await.unwrap();
+    assert_eq!(second.status(), StatusCode::OK);
+    assert_eq!(
+        header(&second, &X_RATELIMIT_REMAINING).as_deref(),
+        Some("0")
+    );
+    // Over the limit: the handler ran (it counted nothing), and its answer became 429.
+    let third = asked(false, false).await.unwrap();
+    assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(header(&third, &header::RETRY_AFTER).is_some());
+    assert_eq!(handled.load(Ordering::SeqCst), 3);
+    // Counted by the handler and refused: 429 with the limiter's headers.
+    let fourth = asked(true, false).await.unwrap();
+    assert_eq!(fourth.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&fourth, &X_RATELIMIT_LIMIT).as_deref(), Some("2"));
+    // Not left to the handler: refused before it.
+    let fifth = asked(true, true).await.unwrap();
+    assert_eq!(fifth.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(handled.load(Ordering::SeqCst), 4);
+}
