@@ -14,8 +14,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 use uuid::Uuid;
 
-use super::store::{Decision, RateLimitStore};
-use super::tokens::RequestCount;
+use super::store::{Decision, RateLimitStore, RequestCount};
 use crate::context::OrgContext;
 use crate::store::{StoreError, StoreFuture};
 
@@ -204,6 +203,9 @@ pub(crate) struct Shared {
 /// forgotten at once, until a request of it passes again: a flood of a revoked token, or of a
 /// paused agent's, is counted and given back only by the requests already in flight when the
 /// first refusal came back, and after that not at all.
+///
+/// A token whose last request's count `OrgRateLimit` left to its handler
+/// ([`CountLater`](super::CountLater)) is not asked early: its handler counts it.
 ///
 /// Tokens are remembered by a keyed hash of their `Authorization` value (never the value
 /// itself), up to 16,384 at a time. A store that cannot give back

@@ -10,8 +10,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 use super::early::Ask;
-use super::store::{Decision, RateLimitStore};
-use super::tokens::RequestCount;
+use super::store::{Decision, RateLimitStore, RequestCount};
 use crate::context::OrgContext;
 
 /// Which requests' counts wait for their handler: those of a context and request head it

@@ -34,7 +34,9 @@
 //! the org is only known once the token is validated (a request without an
 //! [`OrgContext`](crate::context::OrgContext) passes untouched, so the layer only limits
 //! authenticated traffic). Before body parsing and the provider call, so a refused request
-//! costs one store round trip and nothing more. Inside
+//! costs one store round trip and nothing more; or, for the requests
+//! [`OrgRateLimitLayer::count_later_when`] names, in the handler's own store step (see
+//! [`CountLater`]). Inside
 //! [`ErrorEnvelope`](crate::envelope), which renders the 429's body.
 //!
 //! # Backends
@@ -65,10 +67,10 @@ pub use layer::{OrgRateLimit, OrgRateLimitLayer, ResponseFuture};
 pub use memory::MemoryRateLimitStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisRateLimitStore;
-pub use store::{Decision, NoopRateLimitStore, RateLimitStore};
+pub use store::{Decision, NoopRateLimitStore, RateLimitStore, RequestCount};
 pub use tokens::{
     CappedDecision, Correction, Counting, MemoryTokenBudgetStore, NoopTokenBudgetStore,
-    RequestCount, TokenBudget, TokenBudgetStore, TokenDecision,
+    TokenBudget, TokenBudgetStore, TokenDecision,
 };
 #[cfg(feature = "redis")]
 pub use tokens_redis::RedisTokenBudgetStore;

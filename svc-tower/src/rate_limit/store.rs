@@ -19,6 +19,18 @@ pub struct Decision {
     pub retry_after_secs: u64,
 }
 
+/// The requests a call counts against the rate limits when its reservation counts them too
+/// (see [`TokenBudgetStore::reserve_counting`](super::TokenBudgetStore::reserve_counting)): its org's, and its token's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestCount {
+    /// The org counted against.
+    pub org_id: Uuid,
+    /// The org's requests per minute.
+    pub limit: u32,
+    /// The token and its own requests per minute, when it has a limit of its own.
+    pub token: Option<(Uuid, u32)>,
+}
+
 /// Where the per-org request counts live.
 ///
 /// One call is one request: the store records it and decides, atomically. The shipped stores

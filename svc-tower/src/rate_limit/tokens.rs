@@ -45,7 +45,7 @@ use uuid::Uuid;
 
 use super::caps::{self, CapCharge, CapState, MemoryCaps, SpendCap};
 use super::layer::openai_duration;
-use super::store::Decision;
+use super::store::{Decision, RequestCount};
 use crate::error::{ApiError, ErrorCode};
 use crate::store::{StoreError, StoreFuture};
 
@@ -214,18 +214,6 @@ pub struct Correction {
     pub used: u64,
     /// Each cap it reserved from, with what it used.
     pub caps: Vec<CapCharge>,
-}
-
-/// The requests a call counts against the rate limits when its reservation counts them too
-/// (see [`TokenBudgetStore::reserve_counting`]): its org's, and its token's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestCount {
-    /// The org counted against.
-    pub org_id: Uuid,
-    /// The org's requests per minute.
-    pub limit: u32,
-    /// The token and its own requests per minute, when it has a limit of its own.
-    pub token: Option<(Uuid, u32)>,
 }
 
 /// What [`TokenBudgetStore::reserve_counting`] answered.

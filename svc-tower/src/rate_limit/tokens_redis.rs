@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::caps::{CapCharge, CapState, SpendCap};
 use super::redis::{packed, tat_script};
-use super::store::{Decision, Gcra};
+use super::store::{Decision, Gcra, RequestCount};
 use super::tokens::{
-    Bucket, CappedDecision, Correction, Counting, Op, RequestCount, TokenBudget, TokenBudgetStore,
-    TokenDecision, after, apply, in_order,
+    Bucket, CappedDecision, Correction, Counting, Op, TokenBudget, TokenBudgetStore, TokenDecision,
+    after, apply, in_order,
 };
 use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 
