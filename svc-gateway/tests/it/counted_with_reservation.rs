@@ -131,3 +131,59 @@ async fn with_an_idempotency_key_the_request_is_counted_before_its_replay() {
     );
     assert_eq!(stack.upstream.seen().len(), 1);
 }
+
+/// Once refused, a client's next requests are counted before their bodies are read, until its
+/// `Retry-After`: a body that never arrives is answered 429 at once, not after the body's
+/// timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_refusal_the_next_request_is_refused_before_its_body_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stack = Stack::start(used(100)).await;
+    stack.set_budget("org", "", 1_000_000, "month").await;
+    let gateway = stack
+        .gateway_priced(
+            Some(PRICE),
+            &[
+                ("SVC_RATE_LIMIT_RPM", "1"),
+                ("SVC_BODY_READ_TIMEOUT", "60s"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        call(&stack, &gateway, &valid(), &[]).await.status.as_u16(),
+        200
+    );
+    let refused = call(&stack, &gateway, &valid(), &[]).await;
+    assert_eq!(refused.status.as_u16(), 429);
+    let mut tcp = tokio::net::TcpStream::connect(gateway.addr())
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {}\r\n\
+         X-SVC-Agent-ID: {}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n\
+         {{\"model\": \"{LIVE_MODEL}\",",
+        stack.seed.chat_token,
+        stack.agent("active")
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Well before the body's timeout: the head of the answer.
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer before the body arrived");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after"),
+        "{answer}"
+    );
+    assert_eq!(stack.upstream.seen().len(), 1);
+}

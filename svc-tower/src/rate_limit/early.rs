@@ -23,7 +23,7 @@ pub(crate) const MAX_SEEN: usize = 16_384;
 
 /// What one request counts against: its org, and its token when the token has a limit of its
 /// own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Ask {
     org_id: Uuid,
     token: Option<(Uuid, u32)>,

@@ -3,13 +3,14 @@
 //!
 //! [`OrgRateLimitLayer::count_later_when`]: super::OrgRateLimitLayer::count_later_when
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 
-use super::early::Ask;
+use super::early::{Ask, MAX_SEEN};
 use super::store::{Decision, RateLimitStore, RequestCount};
 use crate::context::OrgContext;
 
@@ -22,6 +23,43 @@ pub(crate) type Predicate = Arc<dyn Fn(&OrgContext, &HeaderMap) -> bool + Send +
 pub(crate) struct Deferral {
     pub(crate) when: Predicate,
     pub(crate) store: Arc<dyn RateLimitStore>,
+    pub(crate) refused: Arc<Refusals>,
+}
+
+/// The asks refused lately, each until its refusal's `Retry-After`: until then their requests
+/// are counted before their bodies are read, as every request is without a deferral, so a
+/// client that keeps sending over its limit has one body read, not each. Redis still decides
+/// each of those requests.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals {
+    until: Mutex<HashMap<Ask, Instant>>,
+}
+
+impl Refusals {
+    /// Whether `ask` was refused and its retry time has not come.
+    pub(crate) fn holds(&self, ask: &Ask) -> bool {
+        let until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        until.get(ask).is_some_and(|until| Instant::now() < *until)
+    }
+
+    /// Notes `decision` of `ask`: a refusal until its retry time.
+    pub(crate) fn note(&self, ask: Ask, decision: &Decision) {
+        if decision.allowed {
+            return;
+        }
+        let now = Instant::now();
+        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        if until.len() >= MAX_SEEN {
+            until.retain(|_, at| now < *at);
+            if until.len() >= MAX_SEEN {
+                until.clear();
+            }
+        }
+        until.insert(
+            ask,
+            now + Duration::from_secs(decision.retry_after_secs.max(1)),
+        );
+    }
 }
 
 /// On a request whose rate-limit count [`OrgRateLimit`](super::OrgRateLimit) left to its

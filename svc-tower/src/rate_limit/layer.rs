@@ -12,7 +12,7 @@ use tokio::time::Timeout;
 use tower::{Layer, Service};
 
 use super::early::{Ask, Counted, Early, EarlyRateLimitLayer, SeenTokens, Shared};
-use super::later::{CountLater, Deferral};
+use super::later::{CountLater, Deferral, Refusals};
 use super::store::{Decision, RateLimitStore};
 use crate::body::ResponseBody;
 use crate::context::OrgContext;
@@ -117,7 +117,8 @@ impl<S> OrgRateLimitLayer<S> {
     /// head) to its handler, which makes it in the same store step as the call's token
     /// reservation (see [`CountLater`]): a call under a token limit or a budget then costs the
     /// store one script, not two. Such a token's next request is not counted early: the
-    /// handler would count it again.
+    /// handler would count it again. Until the `Retry-After` of a refusal, the requests of the
+    /// same org and token are counted before their bodies are read, as without this.
     pub fn count_later_when<F>(mut self, when: F) -> OrgRateLimitLayer<S>
     where
         S: RateLimitStore + Clone,
@@ -127,6 +128,7 @@ impl<S> OrgRateLimitLayer<S> {
         self.config_mut().deferral = Some(Deferral {
             when: Arc::new(when),
             store,
+            refused: Arc::new(Refusals::default()),
         });
         self
     }
@@ -202,8 +204,9 @@ where
         let clone = self.inner.clone();
         let mut inner = mem::replace(&mut self.inner, clone);
         let ask = Ask::of(context);
-        let deferral = (self.config.deferral.as_ref())
-            .filter(|deferral| (deferral.when)(context, request.headers()));
+        let deferral = (self.config.deferral.as_ref()).filter(|deferral| {
+            (deferral.when)(context, request.headers()) && !deferral.refused.holds(&ask)
+        });
         // The decision EarlyRateLimit started for this token's org, else one left to the
         // handler, else one started now.
         let early = (request.extensions().get::<Early>())
@@ -229,6 +232,7 @@ where
         ResponseFuture {
             state: State::Checking {
                 check,
+                ask,
                 inner: Some(inner),
                 request: Some(request),
             },
@@ -258,6 +262,7 @@ pin_project! {
         Checking {
             #[pin]
             check: Timeout<StoreFuture<Counted>>,
+            ask: Ask,
             inner: Option<I>,
             request: Option<Request<ReqBody>>,
         },
@@ -289,6 +294,7 @@ where
             match this.state.as_mut().project() {
                 StateProj::Checking {
                     check,
+                    ask,
                     inner,
                     request,
                 } => {
@@ -306,9 +312,7 @@ where
                         }
                     };
                     if !decision.allowed {
-                        if let Some(metrics) = &this.config.metrics {
-                            metrics.rate_limited();
-                        }
+                        note_refusal(this.config, *ask, &decision);
                         return Poll::Ready(Ok(rejection(&decision)));
                     }
                     let (Some(mut inner), Some(request)) = (inner.take(), request.take()) else {
@@ -336,7 +340,12 @@ where
                     if response.is_none() {
                         let answered = ready!(future.poll(cx))?;
                         if let Some(decision) = later.decision() {
-                            return Poll::Ready(Ok(after_handler(this.config, answered, decision)));
+                            return Poll::Ready(Ok(after_handler(
+                                this.config,
+                                later,
+                                answered,
+                                decision,
+                            )));
                         }
                         // Answered without counting (a body refused, say): counted now, and
                         // over the limit answered 429 instead, as SPEC's order has it.
@@ -363,7 +372,7 @@ where
                     let Some(answered) = response.take() else {
                         unreachable!("the response is kept until the recount ends")
                     };
-                    return Poll::Ready(Ok(after_handler(this.config, answered, decision)));
+                    return Poll::Ready(Ok(after_handler(this.config, later, answered, decision)));
                 }
             }
         }
@@ -374,18 +383,27 @@ where
 /// (`None`: failed open), or 429 when it was refused.
 fn after_handler<B>(
     config: &Config,
+    later: &CountLater,
     mut response: Response<B>,
     decision: Option<Decision>,
 ) -> Response<ResponseBody<B>> {
     let decision = decision.unwrap_or_else(|| Decision::unmetered(config.limit));
     if !decision.allowed {
-        if let Some(metrics) = &config.metrics {
-            metrics.rate_limited();
-        }
+        note_refusal(config, later.ask().0, &decision);
         return rejection(&decision);
     }
     set_headers(response.headers_mut(), &decision);
     response.map(ResponseBody::inner)
+}
+
+/// Counts a 429 and, where counts are left to handlers, remembers it until its retry time.
+fn note_refusal(config: &Config, ask: Ask, decision: &Decision) {
+    if let Some(metrics) = &config.metrics {
+        metrics.rate_limited();
+    }
+    if let Some(deferral) = &config.deferral {
+        deferral.refused.note(ask, decision);
+    }
 }
 
 fn fail_open(config: &Config, kind: FailureKind, error: Option<&StoreError>) {

@@ -780,7 +780,8 @@ async fn a_store_that_cannot_give_back_is_never_asked_early() {
 
 /// A handler left the count: it counts the request itself (alone, here), once; one that does
 /// not is counted after it, and over the limit its answer becomes 429. Either way the answer
-/// carries the decision's headers.
+/// carries the decision's headers. After a refusal the org's requests are counted before the
+/// handler until their retry time.
 #[tokio::test]
 async fn a_count_left_to_the_handler_is_made_once_by_it_or_after_it() {
     let store = MemoryRateLimitStore::new();
@@ -807,44 +808,60 @@ async fn a_count_left_to_the_handler_is_made_once_by_it_or_after_it() {
         }
     });
     let service = ServiceBuilder::new()
-        .layer(
-            OrgRateLimitLayer::new(store, 2)
-                .count_later_when(|_, headers| !headers.contains_key("x-now")),
-        )
+        .layer(OrgRateLimitLayer::new(store, 2).count_later_when(|_, _| true))
         .service(handler);
     let org = Uuid::new_v4();
-    let asked = |count: bool, now: bool| {
+    let asked = |count: bool| {
         let mut request = request(Some(org));
         if count {
             request
                 .headers_mut()
                 .insert("x-count", "1".parse().unwrap());
         }
-        if now {
-            request.headers_mut().insert("x-now", "1".parse().unwrap());
-        }
         service.clone().oneshot(request)
     };
-    let first = asked(true, false).await.unwrap();
+    let first = asked(true).await.unwrap();
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(header(&first, &X_RATELIMIT_REMAINING).as_deref(), Some("1"));
-    let second = asked(false, false).await.unwrap();
+    let second = asked(false).await.unwrap();
     assert_eq!(second.status(), StatusCode::OK);
     assert_eq!(
         header(&second, &X_RATELIMIT_REMAINING).as_deref(),
         Some("0")
     );
     // Over the limit: the handler ran (it counted nothing), and its answer became 429.
-    let third = asked(false, false).await.unwrap();
+    let third = asked(false).await.unwrap();
     assert_eq!(third.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(header(&third, &header::RETRY_AFTER).is_some());
     assert_eq!(handled.load(Ordering::SeqCst), 3);
-    // Counted by the handler and refused: 429 with the limiter's headers.
-    let fourth = asked(true, false).await.unwrap();
+    // Refused, the org's next requests are counted before the handler until their retry time.
+    let fourth = asked(true).await.unwrap();
     assert_eq!(fourth.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&fourth, &X_RATELIMIT_LIMIT).as_deref(), Some("2"));
-    // Not left to the handler: refused before it.
-    let fifth = asked(true, true).await.unwrap();
-    assert_eq!(fifth.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(handled.load(Ordering::SeqCst), 4);
+    assert_eq!(handled.load(Ordering::SeqCst), 3);
+    // Another org's request the handler counts and the store refuses: 429 with the limiter's
+    // headers, from the handler's count.
+    let other = Uuid::new_v4();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let mut request = request(Some(other));
+        request
+            .headers_mut()
+            .insert("x-count", "1".parse().unwrap());
+        let response = service.clone().oneshot(request).await.unwrap();
+        statuses.push((response.status(), header(&response, &X_RATELIMIT_REMAINING)));
+    }
+    assert_eq!(
+        statuses,
+        [
+            (StatusCode::OK, Some("1".to_owned())),
+            (StatusCode::OK, Some("0".to_owned())),
+            (StatusCode::TOO_MANY_REQUESTS, Some("0".to_owned())),
+        ]
+    );
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        6,
+        "each counted by the handler"
+    );
 }
