@@ -64,39 +64,39 @@ use crate::store::{RedisPool, StoreError, StoreFuture, org_key};
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
     let script = r"
 local f = ARGV[1]
-local nb, a = struct.unpack('<dd', f)
+local nb, a = unpack('<dd', f)
 local c0 = 17 + 32 * nb
 local adds = c0 + 40 * (#KEYS - nb)
 local out = {1, nil, nil, nil}
 local missing, asked
 for j = 1, #KEYS - nb do
   local key = KEYS[nb + j]
-  local limit, corr, amount, ttl, seed = struct.unpack('<ddddd', f, c0 + 40 * (j - 1))
+  local limit, corr, amount, ttl, seed = unpack('<ddddd', f, c0 + 40 * (j - 1))
   local add
   if j == #KEYS - nb then
     add = string.sub(f, adds, -2)
   else
-    add, adds = struct.unpack('s', f, adds)
+    add, adds = unpack('s', f, adds)
   end
   if limit == -1 then
-    local v = redis.call('INCRBY', key, add)
+    local v = call('INCRBY', key, add)
     if v == corr then
-      redis.call('DEL', key)
+      call('DEL', key)
     elseif v < 0 then
-      redis.call('SET', key, '0', 'KEEPTTL')
+      call('SET', key, '0', 'KEEPTTL')
     end
   else
     local v, before
     if add == '0' then
-      v = redis.call('GET', key)
+      v = call('GET', key)
       if v then
         v = tonumber(v)
         before = v
       end
     else
-      v = redis.call('INCRBY', key, add)
+      v = call('INCRBY', key, add)
       before = v - corr - amount
-      if before == 0 and corr == 0 and redis.call('TTL', key) == -1 then before = nil end
+      if before == 0 and corr == 0 and call('TTL', key) == -1 then before = nil end
     end
     if before == 0 and corr ~= 0 then before = nil end
     local base
@@ -105,10 +105,10 @@ for j = 1, #KEYS - nb do
       if base < 0 then base = 0 end
     elseif seed ~= -1 then
       base = seed
-      redis.call('SETEX', key, string.format('%d', ttl), string.format('%d', base))
+      call('SETEX', key, string.format('%d', ttl), string.format('%d', base))
       v = base
     else
-      if v then redis.call('DEL', key) end
+      if v then call('DEL', key) end
       missing = missing or {-1}
       missing[#missing + 1] = j - 1
     end
@@ -118,7 +118,7 @@ for j = 1, #KEYS - nb do
       -- The counter holds what a taken reservation leaves (a refusal takes the amount back
       -- below); only a clamp or a seed moves it again here.
       if v ~= base + amount then
-        redis.call('INCRBY', key, string.format('%d', base + amount - v))
+        call('INCRBY', key, string.format('%d', base + amount - v))
       end
     end
   end
@@ -127,18 +127,18 @@ if missing then out[1] = 0 end
 local now, more
 local taken = out[1] == 1
 if nb > 0 then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now = t[1] * 1000000 + t[2]
   for i = 1, nb do
-    local limit, corr, rlimit, rinterval = struct.unpack('<dddd', f, 32 * i - 15)
+    local limit, corr, rlimit, rinterval = unpack('<dddd', f, 32 * i - 15)
     local key = KEYS[i]
     local rtat, until_us, tat = nil, 0, nil
-    local v = redis.call('GET', key)
+    local v = call('GET', key)
     if v then
       if #v == 24 then
-        rtat, until_us, tat = struct.unpack('<ddd', v)
+        rtat, until_us, tat = unpack('<ddd', v)
       elseif #v == 16 then
-        rtat, until_us = struct.unpack('<dd', v)
+        rtat, until_us = unpack('<dd', v)
       end
     end
     if not tat or tat < now then tat = now end
@@ -192,14 +192,14 @@ if nb > 0 then
 end
 if not taken then
   for j = 1, #KEYS - nb do
-    local limit, _, amount = struct.unpack('<ddd', f, c0 + 40 * (j - 1))
+    local limit, _, amount = unpack('<ddd', f, c0 + 40 * (j - 1))
     local held = limit ~= -1 and amount ~= 0
     if held and missing then
       for k = 2, #missing do
         if missing[k] == j - 1 then held = false end
       end
     end
-    if held then redis.call('INCRBY', KEYS[nb + j], string.format('%d', -amount)) end
+    if held then call('INCRBY', KEYS[nb + j], string.format('%d', -amount)) end
   end
 end
 if missing then return missing end
@@ -228,11 +228,11 @@ const WRITE_KEY: &str = r"
     local last = tat
     if r > last then last = r end
     if last <= now then
-      if until_us > 0 then redis.call('DEL', key) end
+      if until_us > 0 then call('DEL', key) end
     elseif last <= until_us then
-      redis.call('SET', key, struct.pack('<ddd', r, until_us, tat), 'KEEPTTL')
+      call('SET', key, pack('<ddd', r, until_us, tat), 'KEEPTTL')
     else
-      redis.call('PSETEX', key, '120000', struct.pack('<ddd', r, now + 119000000, tat))
+      call('PSETEX', key, '120000', pack('<ddd', r, now + 119000000, tat))
     end
   end
 ";
