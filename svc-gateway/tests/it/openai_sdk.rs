@@ -103,18 +103,17 @@ fn cut_stream() -> ProviderReply {
     }
 }
 
-async fn gateway(auth: SocketAddr) -> svc_gateway::Running {
+async fn gateway(auth: SocketAddr, extra: &[(&str, &str)]) -> svc_gateway::Running {
     let redis = svc_testkit::redis_url();
     let prefix = svc_testkit::redis_prefix();
-    let config = support::config(
-        auth,
-        &[
-            ("SVC_LLM_MODE", "mock"),
-            ("REDIS_URL", &redis),
-            ("SVC_REDIS_KEY_PREFIX", &prefix),
-            ("SVC_RATE_LIMIT_RPM", RATE_LIMIT_RPM),
-        ],
-    );
+    let mut vars = vec![
+        ("SVC_LLM_MODE", "mock"),
+        ("REDIS_URL", redis.as_str()),
+        ("SVC_REDIS_KEY_PREFIX", prefix.as_str()),
+        ("SVC_RATE_LIMIT_RPM", RATE_LIMIT_RPM),
+    ];
+    vars.extend_from_slice(extra);
+    let config = support::config(auth, &vars);
     let provider = Holding {
         mock: MockProvider::new(),
         release: Arc::new(Notify::new()),
@@ -130,6 +129,18 @@ async fn gateway(auth: SocketAddr) -> svc_gateway::Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_sdk_works_unchanged() {
+    python_sdk_script(&[]).await;
+}
+
+/// The same script where every call is under a token limit (one no call reaches), so each
+/// request is counted in its reservation's script once its body is parsed: its answers, its
+/// errors and its 429s are the same to the SDK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_sdk_works_unchanged_when_requests_count_with_reservations() {
+    python_sdk_script(&[("SVC_RATE_LIMIT_TPM", "100000000")]).await;
+}
+
+async fn python_sdk_script(extra: &[(&str, &str)]) {
     let python = match tokio::task::spawn_blocking(python::sdk_python)
         .await
         .unwrap()
@@ -141,7 +152,7 @@ async fn the_official_python_sdk_works_unchanged() {
         }
     };
     let (_db, auth, seed) = plane::auth_plane().await;
-    let gateway = gateway(auth.grpc_addr).await;
+    let gateway = gateway(auth.grpc_addr, extra).await;
     let config = json!({
         "base_url": format!("{}/v1", gateway.url()),
         "token": seed.chat_token,

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
@@ -32,13 +32,13 @@ pub(crate) struct Deferral {
 /// each of those requests.
 #[derive(Debug, Default)]
 pub(crate) struct Refusals {
-    until: Mutex<HashMap<Ask, Instant>>,
+    until: RwLock<HashMap<Ask, Instant>>,
 }
 
 impl Refusals {
     /// Whether `ask` was refused and its retry time has not come.
     pub(crate) fn holds(&self, ask: &Ask) -> bool {
-        let until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let until = self.until.read().unwrap_or_else(PoisonError::into_inner);
         until.get(ask).is_some_and(|until| Instant::now() < *until)
     }
 
@@ -48,7 +48,7 @@ impl Refusals {
             return;
         }
         let now = Instant::now();
-        let mut until = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut until = self.until.write().unwrap_or_else(PoisonError::into_inner);
         if until.len() >= MAX_SEEN {
             until.retain(|_, at| now < *at);
             if until.len() >= MAX_SEEN {

@@ -353,7 +353,7 @@ impl RedisTokenBudgetStore {
         budget: TokenBudget,
         tokens: u64,
     ) -> StoreFuture<TokenDecision> {
-        let run = self.reserve_only(owed, budget, tokens, Vec::new());
+        let run = reserved(self.run(owed, budget, tokens, Vec::new(), None));
         Box::pin(async move {
             match run.await? {
                 CappedDecision::Counted { tokens, .. } => Ok(tokens),
@@ -362,16 +362,34 @@ impl RedisTokenBudgetStore {
         })
     }
 
-    /// [`run`](Self::run) with no request to count.
-    fn reserve_only(
+    /// `corrections` (those of `budget`'s org in the script; any of another org, whose keys
+    /// live in another slot, settled first on their own), then `requests`, then a
+    /// reservation: [`run`](Self::run) for a call.
+    fn run_correcting(
         &self,
-        owed: Owed,
+        corrections: Vec<Correction>,
         budget: TokenBudget,
         tokens: u64,
         caps: Vec<SpendCap>,
-    ) -> StoreFuture<CappedDecision> {
-        let run = self.run(owed, budget, tokens, caps, None);
-        Box::pin(async move { run.await?.reserved.ok_or_else(unexpected) })
+        requests: Option<RequestCount>,
+    ) -> StoreFuture<Counting> {
+        let (own, others): (Vec<Correction>, Vec<Correction>) =
+            (corrections.into_iter()).partition(|c| c.budget.org_id == budget.org_id);
+        let owed = Owed::of(&own);
+        let nothing = requests.is_none() && caps.is_empty() && !budget.is_limited();
+        if nothing && owed.is_empty() && others.is_empty() {
+            return Box::pin(std::future::ready(Ok(Counting {
+                requests: None,
+                reserved: Some(CappedDecision::Counted {
+                    tokens: budget.unmetered(),
+                    caps: Vec::new(),
+                }),
+            })));
+        }
+        after(
+            self.correct(others),
+            self.run(owed, budget, tokens, caps, requests),
+        )
     }
 
     /// `corrections` in one script per org.
@@ -491,6 +509,11 @@ fn micros(moved: f64) -> i64 {
 /// A count as the script takes it.
 fn figure(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The reservation's decision of a step that counted no request.
+fn reserved(run: StoreFuture<Counting>) -> StoreFuture<CappedDecision> {
+    Box::pin(async move { run.await?.reserved.ok_or_else(unexpected) })
 }
 
 fn unexpected() -> StoreError {
@@ -650,19 +673,7 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
         tokens: u64,
         caps: Vec<SpendCap>,
     ) -> StoreFuture<CappedDecision> {
-        let (own, others): (Vec<Correction>, Vec<Correction>) =
-            (corrections.into_iter()).partition(|c| c.budget.org_id == budget.org_id);
-        let owed = Owed::of(&own);
-        if caps.is_empty() && !budget.is_limited() && owed.is_empty() && others.is_empty() {
-            return Box::pin(std::future::ready(Ok(CappedDecision::Counted {
-                tokens: budget.unmetered(),
-                caps: Vec::new(),
-            })));
-        }
-        after(
-            self.correct(others),
-            self.reserve_only(owed, budget, tokens, caps),
-        )
+        reserved(self.run_correcting(corrections, budget, tokens, caps, None))
     }
 
     fn correct(&self, corrections: Vec<Correction>) -> StoreFuture<()> {
@@ -683,10 +694,7 @@ impl TokenBudgetStore for RedisTokenBudgetStore {
         tokens: u64,
         caps: Vec<SpendCap>,
     ) -> StoreFuture<Counting> {
-        let (own, others): (Vec<Correction>, Vec<Correction>) =
-            (corrections.into_iter()).partition(|c| c.budget.org_id == budget.org_id);
-        let run = self.run(Owed::of(&own), budget, tokens, caps, Some(requests));
-        after(self.correct(others), run)
+        self.run_correcting(corrections, budget, tokens, caps, Some(requests))
     }
 }
 
